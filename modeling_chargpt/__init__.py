@@ -1,0 +1,32 @@
+"""chargpt: the CS224N character-level GPT as a transformers model, config and tokenizer.
+
+Importing the package registers them with the Auto classes, and marks them for remote-code saving so a saved
+folder also loads with `trust_remote_code=True` where this package is not installed.
+"""
+
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from .configuration_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
+from .modeling_chargpt import CharGPTForCausalLM, CharGPTModel, CharGPTPreTrainedModel, packed_causal_mask
+from .tokenization_chargpt import MASK_CHAR, PAD_CHAR, CharTokenizer, UnknownCharacterError
+
+AutoConfig.register(CharGPTConfig.model_type, CharGPTConfig, exist_ok=True)
+AutoModelForCausalLM.register(CharGPTConfig, CharGPTForCausalLM, exist_ok=True)
+AutoTokenizer.register(CharGPTConfig, slow_tokenizer_class=CharTokenizer, exist_ok=True)
+CharGPTConfig.register_for_auto_class()
+CharGPTForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+CharTokenizer.register_for_auto_class()
+
+__all__ = [
+    "ATTENTION_TYPES",
+    "MASK_CHAR",
+    "PAD_CHAR",
+    "POSITION_EMBEDDING_TYPES",
+    "CharGPTConfig",
+    "CharGPTForCausalLM",
+    "CharGPTModel",
+    "CharGPTPreTrainedModel",
+    "CharTokenizer",
+    "UnknownCharacterError",
+    "packed_causal_mask",
+]

@@ -1,0 +1,98 @@
+"""Configuration of the CS224N character-level GPT; defaults are the assignment's."""
+
+from __future__ import annotations
+
+from transformers import PretrainedConfig
+
+POSITION_EMBEDDING_TYPES = ("learned", "rope", "sinusoidal", "none")
+ATTENTION_TYPES = ("causal", "synthesizer")
+
+
+class CharGPTConfig(PretrainedConfig):
+    """One object drives the whole model: shapes, dropout, position encoding and attention variant.
+
+    `block_size` is the training context. Learned positions and synthesizer attention have parameters
+    tied to it, so they cannot run past it; rope, sinusoidal and no positions can.
+    """
+
+    model_type = "chargpt"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "num_hidden_layers": "n_layer",
+        "hidden_size": "n_embd",
+        "num_attention_heads": "n_head",
+        "max_position_embeddings": "block_size",
+    }
+
+    def __init__(
+        self,
+        vocab_size: int = 256,
+        block_size: int = 128,
+        n_layer: int = 4,
+        n_head: int = 8,
+        n_embd: int = 256,
+        embd_pdrop: float = 0.1,
+        resid_pdrop: float = 0.1,
+        attn_pdrop: float = 0.1,
+        position_embedding_type: str = "learned",
+        attention_type: str = "causal",
+        rope_theta: float = 10000.0,
+        initializer_range: float = 0.02,
+        layer_norm_epsilon: float = 1e-5,
+        pad_token_id: int = 0,
+        eos_token_id: int = 1,
+        bos_token_id: int | None = None,
+        tie_word_embeddings: bool = False,
+        use_cache: bool = True,
+        **kwargs,
+    ) -> None:
+        if position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ValueError(
+                f"position_embedding_type={position_embedding_type!r} is not one of {list(POSITION_EMBEDDING_TYPES)}"
+            )
+        if attention_type not in ATTENTION_TYPES:
+            raise ValueError(f"attention_type={attention_type!r} is not one of {list(ATTENTION_TYPES)}")
+        for name, value in (("vocab_size", vocab_size), ("n_layer", n_layer), ("n_head", n_head),
+                            ("n_embd", n_embd)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        if n_embd % n_head != 0:
+            raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head} (allowed: multiples of n_head)")
+        if position_embedding_type == "rope" and (n_embd // n_head) % 2 != 0:
+            raise ValueError(
+                f"position_embedding_type='rope' needs an even head dimension, but n_embd/n_head = "
+                f"{n_embd}/{n_head} = {n_embd // n_head}"
+            )
+        if not isinstance(block_size, int) or block_size <= 0:
+            if attention_type == "synthesizer":
+                raise ValueError(
+                    f"attention_type='synthesizer' needs a fixed positive integer block_size, got {block_size!r}"
+                )
+            raise ValueError(f"block_size={block_size!r} must be a positive integer")
+        for name, value in (("embd_pdrop", embd_pdrop), ("resid_pdrop", resid_pdrop), ("attn_pdrop", attn_pdrop)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name}={value!r} must be in [0, 1)")
+        self.vocab_size = vocab_size
+        self.block_size = block_size
+        self.n_layer = n_layer
+        self.n_head = n_head
+        self.n_embd = n_embd
+        self.embd_pdrop = embd_pdrop
+        self.resid_pdrop = resid_pdrop
+        self.attn_pdrop = attn_pdrop
+        self.position_embedding_type = position_embedding_type
+        self.attention_type = attention_type
+        self.rope_theta = rope_theta
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.use_cache = use_cache
+        # transformers 5's PretrainedConfig no longer declares these; generate() reads them from here.
+        self.pad_token_id = pad_token_id
+        self.eos_token_id = eos_token_id
+        self.bos_token_id = bos_token_id
+        self.tie_word_embeddings = tie_word_embeddings
+        super().__init__(**kwargs)
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head

@@ -1,0 +1,353 @@
+"""The CS224N minGPT as a transformers model: pre-LN blocks, selectable positions and attention, KV cache."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.utils import logging
+
+from .configuration_chargpt import CharGPTConfig
+
+logger = logging.get_logger(__name__)
+
+
+def inverse_frequencies(dim: int, base: float, device: torch.device | None = None) -> torch.Tensor:
+    """theta_i = base^(-2(i-1)/dim) for i = 1..dim/2, shared by rope and the sinusoidal table."""
+    return base ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
+
+
+def sinusoidal_positions(position_ids: torch.Tensor, dim: int) -> torch.Tensor:
+    """Phi(t, 2i) = sin(t / 10000^(2i/d)), Phi(t, 2i+1) = cos(...); computed on the fly so loading needs no buffer."""
+    angles = position_ids.float()[..., None] * inverse_frequencies(dim, 10000.0, position_ids.device)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :dim]
+
+
+def rope_cos_sin(position_ids: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotation angles t * theta_i, shaped (B, 1, T, head_dim/2) to broadcast over heads."""
+    angles = position_ids.float()[:, None, :, None] * inverse_frequencies(head_dim, base, position_ids.device)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ADJACENT pairs (x1, x2), (x3, x4), ...: the complex-multiplication form of the 2024 handout."""
+    x_even, x_odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)
+    rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
+    return rotated.flatten(-2).type_as(x)
+
+
+def packed_causal_mask(position_ids: torch.Tensor) -> torch.Tensor:
+    """Block-diagonal causal mask (B, 1, T, T) for rows packing several examples whose positions restart at 0.
+
+    Each example starts where `position_ids` is 0, so token i may attend to token j iff j <= i and no example
+    starts in (j, i].
+    """
+    segment = (position_ids == 0).cumsum(-1)
+    same = segment[:, :, None] == segment[:, None, :]
+    causal = torch.ones(position_ids.shape[-1], position_ids.shape[-1], dtype=torch.bool,
+                        device=position_ids.device).tril()
+    return (same & causal)[:, None]
+
+
+def _attention_mask(
+    attention_mask: torch.Tensor | None, q_len: int, past_len: int, batch: int, device: torch.device
+) -> torch.Tensor | None:
+    """Boolean (B, 1, q_len, kv_len) mask where True = attend, or None when plain causal attention suffices.
+
+    A 2D padding mask is combined with causality over cache positions; every query may always see itself,
+    so the rows of left padding never become all-masked (which would make NaNs that leak through 0 * NaN).
+    A 4D mask (e.g. from `packed_causal_mask`) is used as given.
+    """
+    if attention_mask is not None and attention_mask.dim() == 4:
+        return attention_mask.bool()
+    kv_len = past_len + q_len
+    if attention_mask is not None and bool(attention_mask.all()):
+        attention_mask = None
+    if attention_mask is None and (past_len == 0 or q_len == 1):
+        return None
+    q_idx = torch.arange(past_len, kv_len, device=device)[:, None]
+    k_idx = torch.arange(kv_len, device=device)[None, :]
+    mask = (k_idx <= q_idx)[None, None].expand(batch, 1, q_len, kv_len)
+    if attention_mask is not None:
+        mask = (mask & attention_mask[:, None, None, -kv_len:].bool()) | (k_idx == q_idx)
+    return mask
+
+
+class CharGPTSelfAttention(nn.Module):
+    """Multi-head causal self-attention with a fused QKV projection and SDPA."""
+
+    def __init__(self, config: CharGPTConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.n_head, self.head_dim, self.layer_idx = config.n_head, config.head_dim, layer_idx
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_pdrop = config.attn_pdrop
+        self.resid_drop = nn.Dropout(config.resid_pdrop)
+        self.use_rope = config.position_embedding_type == "rope"
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        position_ids: torch.Tensor,
+        past_key_values: Cache | None,
+    ) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.use_rope:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, self.layer_idx)
+        y = F.scaled_dot_product_attention(
+            q, k, v,
+            attn_mask=mask,
+            dropout_p=self.attn_pdrop if self.training else 0.0,
+            is_causal=mask is None and T > 1 and k.shape[-2] == T,
+        )
+        return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+
+
+class CharGPTSynthesizerAttention(nn.Module):
+    """Dense synthesizer (2022 handout): scores = ReLU(X A_i + b1) B + b2 instead of Q K^T.
+
+    As in the reference skeleton, B (`w2`, head_dim x block_size) and b2 are shared by all heads. The score of
+    key j depends on the query token only through x_t and on the key only through its position, so the cache
+    stores the values and, in place of keys, the key positions (to pick B's and b2's columns).
+    """
+
+    def __init__(self, config: CharGPTConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.n_head, self.head_dim, self.layer_idx = config.n_head, config.head_dim, layer_idx
+        self.block_size = config.block_size
+        self.w1 = nn.Linear(config.n_embd, config.n_embd)
+        self.w2 = nn.Parameter(torch.empty(config.head_dim, config.block_size))
+        self.b2 = nn.Parameter(torch.empty(config.block_size))
+        self.value = nn.Linear(config.n_embd, config.n_embd)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_drop = nn.Dropout(config.attn_pdrop)
+        self.resid_drop = nn.Dropout(config.resid_pdrop)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        position_ids: torch.Tensor,
+        past_key_values: Cache | None,
+    ) -> torch.Tensor:
+        B, T, C = x.shape
+        a = F.relu(self.w1(x)).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        v = self.value(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        key_pos = position_ids[:, None, :, None].expand(B, self.n_head, T, 1).to(v.dtype)
+        if past_key_values is not None:
+            key_pos, v = past_key_values.update(key_pos, v, self.layer_idx)
+        key_pos = key_pos[:, 0, :, 0].long()  # (B, kv_len)
+        scores = a @ self.w2.T[key_pos].transpose(1, 2)[:, None] + self.b2[key_pos][:, None, None, :]
+        if mask is None:
+            kv_len = key_pos.shape[-1]
+            mask = torch.ones(T, kv_len, dtype=torch.bool, device=x.device).tril(kv_len - T)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = self.attn_drop(F.softmax(scores, dim=-1)) @ v
+        return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+
+
+ATTENTION_CLASSES = {"causal": CharGPTSelfAttention, "synthesizer": CharGPTSynthesizerAttention}
+
+
+class CharGPTBlock(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, config: CharGPTConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.ln2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.attn = ATTENTION_CLASSES[config.attention_type](config, layer_idx)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.n_embd, 4 * config.n_embd),
+            nn.GELU(),
+            nn.Linear(4 * config.n_embd, config.n_embd),
+            nn.Dropout(config.resid_pdrop),
+        )
+
+    def forward(self, x: torch.Tensor, mask, rope, position_ids, past_key_values) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask, rope, position_ids, past_key_values)
+        return x + self.mlp(self.ln2(x))
+
+
+class CharGPTPreTrainedModel(PreTrainedModel):
+    config_class = CharGPTConfig
+    base_model_prefix = "transformer"
+    main_input_name = "input_ids"
+    _no_split_modules = ["CharGPTBlock"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """minGPT's init: N(0, 0.02) for Linear/Embedding weights, zero biases, LayerNorm 1/0."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, CharGPTSynthesizerAttention):
+            init.uniform_(module.w2, -0.001, 0.001)
+            init.zeros_(module.b2)
+        elif isinstance(module, CharGPTModel) and module.pos_emb is not None:
+            init.zeros_(module.pos_emb)
+
+
+class CharGPTModel(CharGPTPreTrainedModel):
+    """Embeddings, blocks and final LayerNorm; returns hidden states."""
+
+    def __init__(self, config: CharGPTConfig) -> None:
+        super().__init__(config)
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.pos_emb = (
+            nn.Parameter(torch.zeros(1, config.block_size, config.n_embd))
+            if config.position_embedding_type == "learned"
+            else None
+        )
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.blocks = nn.ModuleList(CharGPTBlock(config, i) for i in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.tok_emb
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.tok_emb = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+    ) -> torch.Tensor:
+        B, T = input_ids.shape
+        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if position_ids is None:
+            if attention_mask is not None and attention_mask.dim() == 2:
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]
+            else:
+                position_ids = torch.arange(past_len, past_len + T, device=input_ids.device).expand(B, T)
+        cfg = self.config
+        needs_bound = cfg.position_embedding_type == "learned" or cfg.attention_type == "synthesizer"
+        if needs_bound and int(position_ids.max()) >= cfg.block_size:
+            raise ValueError(
+                f"position {int(position_ids.max())} is beyond block_size={cfg.block_size}; "
+                f"position_embedding_type={cfg.position_embedding_type!r} with attention_type="
+                f"{cfg.attention_type!r} cannot run past the training context (rope, sinusoidal and none can)"
+            )
+
+        x = self.tok_emb(input_ids)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb[0, position_ids]
+        elif cfg.position_embedding_type == "sinusoidal":
+            x = x + sinusoidal_positions(position_ids, cfg.n_embd).to(x.dtype)
+        x = self.drop(x)
+        rope = None
+        if cfg.position_embedding_type == "rope":
+            rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
+        mask = _attention_mask(attention_mask, T, past_len, B, input_ids.device)
+        for block in self.blocks:
+            x = block(x, mask, rope, position_ids, past_key_values)
+        return self.ln_f(x)
+
+
+class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
+    """CharGPT with its untied, bias-free LM head. `labels` are aligned with `input_ids` and shifted here."""
+
+    _tied_weights_keys = {"lm_head.weight": "transformer.tok_emb.weight"}
+
+    def __init__(self, config: CharGPTConfig) -> None:
+        super().__init__(config)
+        self.transformer = CharGPTModel(config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.transformer.tok_emb
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.transformer.tok_emb = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache(config=self.config)
+        if not use_cache:
+            past_key_values = None
+        hidden = self.transformer(input_ids, attention_mask, position_ids, past_key_values)
+        if isinstance(logits_to_keep, int):
+            hidden_kept = hidden[:, -logits_to_keep:] if logits_to_keep > 0 else hidden
+        else:
+            hidden_kept = hidden[:, logits_to_keep]
+        logits = self.lm_head(hidden_kept)
+        loss = None
+        if labels is not None:
+            if hidden_kept is not hidden:
+                logits = self.lm_head(hidden)
+            loss = F.cross_entropy(
+                logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device), ignore_index=-100
+            )
+        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values)
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
+        """GenerationMixin.generate, refusing before any compute to run learned/synthesizer models past block_size."""
+        cfg = self.config
+        prompt = inputs if inputs is not None else kwargs.get("input_ids")
+        if prompt is not None and (cfg.position_embedding_type == "learned" or cfg.attention_type == "synthesizer"):
+            gen = generation_config if generation_config is not None else self.generation_config
+            max_new = kwargs.get("max_new_tokens", gen.max_new_tokens)
+            if max_new is None:
+                max_new = kwargs.get("max_length", gen.max_length) - prompt.shape[-1]
+            if prompt.shape[-1] + max_new - 1 > cfg.block_size:
+                raise ValueError(
+                    f"a prompt of {prompt.shape[-1]} tokens plus max_new_tokens={max_new} needs "
+                    f"{prompt.shape[-1] + max_new - 1} positions, more than block_size={cfg.block_size} "
+                    f"that position_embedding_type={cfg.position_embedding_type!r} / attention_type="
+                    f"{cfg.attention_type!r} supports; shorten the prompt or max_new_tokens"
+                )
+        return super().generate(inputs, generation_config=generation_config, **kwargs)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+__all__ = [
+    "CharGPTForCausalLM",
+    "CharGPTModel",
+    "CharGPTPreTrainedModel",
+    "apply_rope",
+    "count_parameters",
+    "packed_causal_mask",
+    "sinusoidal_positions",
+]
