@@ -1,0 +1,19 @@
+# Entry points; each installs what it needs into .venv.
+DATA ?= ../shared/data
+RECIPE ?= reference
+OUT ?= out/$(RECIPE)
+
+.PHONY: demo test reproduce lint
+
+demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
+	bash scripts/demo.sh
+
+test:            ## what CI runs: fresh venv, install, ruff, pytest
+	bash .ci/run
+
+reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [SYNTH=1] [SEEDS=0,1,2]
+	. .venv/bin/activate && python scripts/run_experiments.py --data_dir $(DATA) --out_dir $(OUT) \
+		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,)
+
+lint:
+	. .venv/bin/activate && ruff check .

@@ -1,0 +1,80 @@
+"""Score birthplace answers by exact match, like the reference's `run.py evaluate` (or the London baseline).
+
+    python evaluate_birthplace.py --model_name_or_path out/rope-finetune \
+        --eval_corpus_path DIR/birth_dev.tsv --outputs_path out/rope.dev.predictions
+    python evaluate_birthplace.py --baseline london --eval_corpus_path DIR/birth_dev.tsv
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import HfArgumentParser
+
+from data_scripts import load_qa_tsv
+from evaluation import load_metric, predict_birthplaces
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
+from training import UsageError, parse_args, run_cli
+
+
+@dataclass
+class EvalArguments:
+    eval_corpus_path: str = field(metadata={"help": "TSV of questions, with gold places or without (test inputs)."})
+    model_name_or_path: str | None = field(default=None, metadata={"help": "A finetuned chargpt folder."})
+    baseline: str | None = field(
+        default=None, metadata={"help": "Predict the same place for everyone instead of running a model.",
+                                "choices": ["london"]}
+    )
+    outputs_path: str | None = field(default=None, metadata={"help": "Write one prediction per line here."})
+    results_path: str | None = field(default=None, metadata={"help": "Write correct/total/accuracy as JSON here."})
+    batch_size: int = field(default=128, metadata={"help": "Questions decoded together."})
+    max_new_tokens: int = field(default=32, metadata={"help": "Characters generated per answer (reference 32)."})
+    device: str = field(default="auto", metadata={"help": "'auto' (cuda if available), 'cpu' or 'cuda'."})
+
+
+def write_lines_atomically(path: str, lines: Sequence[str]) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False, suffix=".tmp") as f:
+        f.writelines(line + "\n" for line in lines)
+    os.replace(f.name, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    (args,) = parse_args(HfArgumentParser(EvalArguments), argv)
+    if (args.model_name_or_path is None) == (args.baseline is None):
+        raise UsageError("give exactly one of --model_name_or_path or --baseline london")
+    qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)
+    questions, gold = qa["question"], qa["answer"]
+
+    if args.baseline == "london":
+        predictions = ["London"] * len(questions)
+    else:
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        model = CharGPTForCausalLM.from_pretrained(args.model_name_or_path).to(device)
+        tokenizer = CharTokenizer.from_pretrained(args.model_name_or_path)
+        predictions = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
+
+    if args.outputs_path:
+        write_lines_atomically(args.outputs_path, predictions)
+    if not any(gold):
+        print(f"No gold birth places in {args.eval_corpus_path}; wrote {len(predictions)} predictions"
+              + (f" to {args.outputs_path}" if args.outputs_path else ""))
+        return 0
+    scores = load_metric().compute(predictions=predictions, references=gold)
+    print(f"Correct: {scores['correct']} out of {scores['total']}: {100 * scores['accuracy']:.1f}%")
+    if args.results_path:
+        with open(args.results_path, "w") as f:
+            json.dump({**scores, "eval_corpus_path": args.eval_corpus_path,
+                       "model": args.model_name_or_path or f"baseline:{args.baseline}"}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

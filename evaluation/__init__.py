@@ -1,0 +1,5 @@
+"""Birthplace prediction (batched greedy generation) and its exact-match metric."""
+
+from .predict import METRIC_PATH, load_metric, predict_birthplaces
+
+__all__ = ["METRIC_PATH", "load_metric", "predict_birthplaces"]

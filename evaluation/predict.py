@@ -1,0 +1,55 @@
+"""Answer `Where was X born?` questions the reference's way, but batched and with the KV cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import evaluate
+import torch
+from tqdm.auto import tqdm
+
+from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
+
+METRIC_PATH = str(Path(__file__).resolve().parents[1] / "metrics" / "birthplace_accuracy")
+
+
+def load_metric() -> evaluate.EvaluationModule:
+    """The exact-match metric shipped in this repo (offline)."""
+    return evaluate.load(METRIC_PATH)
+
+
+@torch.no_grad()
+def predict_birthplaces(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    questions: Sequence[str],
+    batch_size: int = 128,
+    max_new_tokens: int = 32,
+    show_progress: bool = True,
+) -> list[str]:
+    """Greedy-decode up to `max_new_tokens` characters after `question + MASK`; the answer ends at the next MASK.
+
+    That is the reference's `completion.split(MASK)[1]`. Prompts are sorted by length so each left-padded
+    batch wastes little; correct position ids make every row equal to its prompt decoded alone.
+    """
+    model.eval()
+    device = model.device
+    mask_id = tokenizer.mask_token_id
+    prompts = [q + MASK_CHAR for q in questions]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    predictions: list[str] = [""] * len(prompts)
+    for start in tqdm(range(0, len(order), batch_size), desc="generating", disable=not show_progress):
+        idx = order[start : start + batch_size]
+        enc = tokenizer([prompts[i] for i in idx], padding=True, return_tensors="pt").to(device)
+        out = model.generate(
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=mask_id,
+        )
+        for i, row in zip(idx, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
+            end = row.index(mask_id) if mask_id in row else len(row)
+            predictions[i] = "".join(tokenizer.itos[t] for t in row[:end])
+    return predictions

@@ -1,0 +1,146 @@
+"""Run the assignment's experiments end to end and tabulate them: the engine behind `make demo` and `make reproduce`.
+
+For each position variant: pretrain -> finetune -> evaluate on dev (and write test predictions), plus finetuning
+from scratch and the London baseline. Each stage is a real `accelerate launch` of the scripts, so what this
+measures is what a user runs. Writes `results.json` and `results.md` into --out_dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Tiny shapes and budgets; flags go to both training scripts unless prefixed by the stage.
+RECIPES: dict[str, dict] = {
+    "reference": {"shape": [], "pretrain": [], "finetune": [], "finetune_scratch": []},
+    "demo": {
+        "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "96"],
+        "pretrain": ["--num_train_epochs", "60", "--per_device_train_batch_size", "32", "--learning_rate", "2e-3"],
+        "finetune": ["--num_train_epochs", "20", "--per_device_train_batch_size", "32", "--learning_rate", "1e-3"],
+        "finetune_scratch": ["--num_train_epochs", "20", "--per_device_train_batch_size", "32",
+                             "--learning_rate", "1e-3"],
+    },
+}
+
+
+def run(cmd: list[str], log_path: Path) -> float:
+    """Run one stage, teeing nothing to the console but a line; its whole output goes to a log file."""
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = log_path.read_text(errors="replace").splitlines()[-15:]
+        sys.exit(f"stage failed ({proc.returncode}): {' '.join(cmd)}\n  log: {log_path}\n" + "\n".join(tail))
+    return seconds
+
+
+def launch(script: str, args: list[str], threads: int) -> list[str]:
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    return [accelerate, "launch", "--config_file", str(ROOT / "accelerate_config.yaml"),
+            "--num_cpu_threads_per_process", str(threads), str(ROOT / script), *args]
+
+
+def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False) -> dict:
+    cmd = [sys.executable, str(ROOT / "evaluate_birthplace.py"), "--eval_corpus_path", str(tsv),
+           "--outputs_path", str(predictions)]
+    cmd += ["--baseline", "london"] if baseline else ["--model_name_or_path", str(model_dir)]
+    seconds = run(cmd, log)
+    text = log.read_text()
+    match = re.search(r"Correct: (\d+) out of (\d+): ([\d.]+)%", text)
+    result = {"seconds": round(seconds, 1), "predictions": str(predictions)}
+    if match:
+        result.update(correct=int(match[1]), total=int(match[2]), accuracy=float(match[3]))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the three TSVs.")
+    parser.add_argument("--out_dir", required=True)
+    parser.add_argument("--recipe", default="reference", choices=sorted(RECIPES))
+    parser.add_argument("--variants", default="learned,rope", help="Comma-separated position types to pretrain.")
+    parser.add_argument("--synthesizer", action="store_true", help="Also run learned positions + synthesizer.")
+    parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants.")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
+    opts = parser.parse_args()
+
+    data, out = Path(opts.data_dir), Path(opts.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    recipe = RECIPES[opts.recipe]
+    extra = opts.extra.split()
+    wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"
+    dev, test = data / "birth_dev.tsv", data / "birth_test_inputs.tsv"
+    rows: list[dict] = []
+    total_start = time.perf_counter()
+
+    def report(row: dict) -> None:
+        rows.append(row)
+        acc = row.get("dev", {}).get("accuracy")
+        print(f"  {row['name']:<28} dev {acc if acc is not None else '-':>5}%   "
+              f"train {row.get('train_seconds', 0):>6.0f}s", flush=True)
+
+    print(f"[{opts.recipe}] London baseline", flush=True)
+    report({"name": "london baseline", "dev": evaluate(None, dev, out / "london.dev.predictions",
+                                                        out / "london.dev.log", baseline=True)})
+
+    scratch_dir = out / "scratch-finetune"
+    print(f"[{opts.recipe}] no pretraining: finetune from scratch", flush=True)
+    t = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
+                                         str(train_tsv), "--output_dir", str(scratch_dir), "--disable_tqdm", "True",
+                                         *recipe["shape"], *recipe["finetune_scratch"], *extra], opts.threads),
+            out / "scratch-finetune.log")
+    report({"name": "no pretraining (learned)", "train_seconds": round(t, 1),
+            "dev": evaluate(scratch_dir, dev, out / "scratch.dev.predictions", out / "scratch.dev.log")})
+
+    variants = [(v, "causal") for v in opts.variants.split(",") if v]
+    if opts.synthesizer:
+        variants.append(("learned", "synthesizer"))
+    for position, attention in variants:
+        for seed in [int(s) for s in opts.seeds.split(",")]:
+            name = f"{position}-{attention}-seed{seed}"
+            print(f"[{opts.recipe}] {name}: pretrain -> finetune -> evaluate", flush=True)
+            shape = [*recipe["shape"], "--position_embedding_type", position, "--attention_type", attention,
+                     "--seed", str(seed), "--disable_tqdm", "True"]
+            pre_dir, fin_dir = out / f"{name}-pretrain", out / f"{name}-finetune"
+            t_pre = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir",
+                                                     str(pre_dir), *shape, *recipe["pretrain"], *extra], opts.threads),
+                        out / f"{name}-pretrain.log")
+            t_fin = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
+                                                     str(train_tsv), "--model_name_or_path", str(pre_dir),
+                                                     "--output_dir", str(fin_dir), "--seed", str(seed),
+                                                     "--disable_tqdm", "True", *recipe["finetune"], *extra],
+                                opts.threads),
+                        out / f"{name}-finetune.log")
+            row = {"name": name, "position": position, "attention": attention, "seed": seed,
+                   "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
+                   "train_seconds": round(t_pre + t_fin, 1),
+                   "dev": evaluate(fin_dir, dev, out / f"{name}.dev.predictions", out / f"{name}.dev.log")}
+            if test.exists():
+                row["test"] = evaluate(fin_dir, test, out / f"{name}.test.predictions", out / f"{name}.test.log")
+            report(row)
+
+    summary = {"recipe": opts.recipe, "data_dir": str(data), "threads": opts.threads,
+               "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    lines = ["| run | dev accuracy | train wall time (s) |", "| --- | --- | --- |"]
+    for row in rows:
+        dev_row = row.get("dev", {})
+        acc = f"{dev_row['accuracy']:.1f}% ({dev_row['correct']}/{dev_row['total']})" if "accuracy" in dev_row else "-"
+        lines.append(f"| {row['name']} | {acc} | {row.get('train_seconds', 0):.0f} |")
+    table = "\n".join(lines)
+    (out / "results.md").write_text(table + "\n")
+    print(f"\n{table}\n\ntotal wall time {summary['total_seconds']:.0f}s; results in {out}/results.json")
+
+
+if __name__ == "__main__":
+    main()

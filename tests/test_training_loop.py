@@ -1,0 +1,89 @@
+"""The shared training loop in-process: schedule, optimizer groups, checkpoints, divergence, scripts' errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
+from training import TokenCosineSchedule, TrainingArguments, build_optimizer
+
+
+def _tiny_model(**kw) -> CharGPTForCausalLM:
+    cfg = dict(vocab_size=40, block_size=32, n_layer=2, n_head=4, n_embd=64)
+    cfg.update(kw)
+    return CharGPTForCausalLM(CharGPTConfig(**cfg))
+
+
+def test_schedule_matches_reference_formula():
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    warm, final, base = 1000, 10_000, 6e-3
+    sched = TokenCosineSchedule(opt, base, warm, final)
+    assert sched.get_last_lr() == base  # reference quirk: the first step runs at the full rate
+    assert sched.step(500) == pytest.approx(base * 0.5)
+    assert sched.step(500) == pytest.approx(base * 0.5 * (1 + math.cos(0)))  # tokens == warmup -> cosine at 0
+    sched.step(4500)  # 5500 tokens: halfway through the cosine
+    assert sched.get_last_lr() == pytest.approx(base * 0.5)
+    sched.step(100_000)
+    assert sched.get_last_lr() == pytest.approx(base * 0.1)  # 10% floor
+    state = sched.state_dict()
+    other = TokenCosineSchedule(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), base, warm, final)
+    other.load_state_dict(json.loads(json.dumps(state)))
+    assert other.tokens == sched.tokens and other.get_last_lr() == sched.get_last_lr()
+
+
+def test_schedule_without_decay_is_constant():
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = TokenCosineSchedule(opt, 3e-4, 10, 100, decay=False)
+    assert sched.step(5) == 3e-4 and sched.step(1000) == 3e-4
+
+
+@pytest.mark.parametrize("scope", ["reference", "matmul"])
+def test_optimizer_groups(tmp_path, scope):
+    model = _tiny_model()
+    args = TrainingArguments(output_dir=str(tmp_path), weight_decay_scope=scope)
+    opt = build_optimizer(model, args, lr=1e-3)
+    decayed = {id(p) for p in opt.param_groups[0]["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in decayed}
+    assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
+    assert opt.defaults["betas"] == (0.9, 0.95)
+    assert "lm_head.weight" in names and "transformer.blocks.0.attn.qkv.weight" in names
+    assert not any("bias" in n for n in names)
+    if scope == "reference":
+        # The reference trainer's no-decay filter ("bias", "LayerNorm.weight") never matches minGPT's names,
+        # so LayerNorm gains, embeddings and positions decay too.
+        assert {"transformer.ln_f.weight", "transformer.tok_emb.weight", "transformer.pos_emb"} <= names
+    else:
+        assert not names & {"transformer.ln_f.weight", "transformer.tok_emb.weight", "transformer.pos_emb"}
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
+
+
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    from training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
+
+    args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=50, per_device_train_batch_size=4,
+                             learning_rate=1e-3, checkpointing_steps=2, report_to="none", disable_tqdm=True)
+    accelerator = make_accelerator(args)
+    model = _tiny_model()
+    data = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(8)]
+    original = CharGPTForCausalLM.forward
+    calls = {"n": 0}
+
+    def forward_that_diverges(self, *a, **kw):
+        out = original(self, *a, **kw)
+        calls["n"] += 1
+        if calls["n"] == 5:
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(CharGPTForCausalLM, "forward", forward_that_diverges)
+    collate = torch.utils.data.default_collate
+    with pytest.raises(TrainingDivergedError, match=r"loss became nan at step 5 .*step-00000004"):
+        train(accelerator, model, None, data, collate, args, final_tokens=10_000, tokens_per_example=31)
+    latest = find_latest_checkpoint(str(tmp_path))
+    assert latest is not None and latest.name == "step-00000004"
+    assert json.loads((latest / "trainer_state.json").read_text())["global_step"] == 4
+    assert not (tmp_path / "model.safetensors").exists()

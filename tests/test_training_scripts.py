@@ -1,0 +1,205 @@
+"""The three scripts as a user runs them: real `accelerate launch` processes on a tiny synthetic world."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import evaluate_birthplace
+import train_finetune
+import train_pretrain
+from data_scripts import write_synthetic_corpus
+from modeling_chargpt import CharGPTForCausalLM
+from training import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+ACCELERATE = str(Path(sys.executable).parent / "accelerate")
+TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]
+QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+       "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def launch(script: str, *args: str, num_processes: int = 1) -> list[str]:
+    cmd = [ACCELERATE, "launch", "--config_file", str(ROOT / "accelerate_config.yaml"),
+           "--num_cpu_threads_per_process", "1"]
+    if num_processes > 1:
+        cmd += ["--cpu", "--num_processes", str(num_processes)]
+    return [*cmd, str(ROOT / script), *args]
+
+
+def run_ok(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\nSTDOUT:\n{proc.stdout[-3000:]}\nSTDERR:\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("world")
+    write_synthetic_corpus(out, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
+    return out
+
+
+def pretrain_args(world: Path, out: Path, *extra: str) -> list[str]:
+    return ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(out), *TINY, *QUIET,
+            "--per_device_train_batch_size", "8", *extra]
+
+
+def test_pretrain_finetune_evaluate_end_to_end(world, tmp_path):
+    pre, fin = tmp_path / "pre", tmp_path / "fin"
+    out = run_ok(launch("train_pretrain.py", *pretrain_args(world, pre, "--max_steps", "4",
+                                                            "--position_embedding_type", "rope",
+                                                            "--report_to", "tensorboard")))
+    assert "pretraining done: 4 steps" in out.stdout
+    for name in ("config.json", "model.safetensors", "vocab.json", "README.md", "loss_curve.png",
+                 "train_results.json", "modeling_chargpt.py"):
+        assert (pre / name).is_file(), name
+    assert list((pre / "runs").rglob("events.out.tfevents.*")), "no TensorBoard events"
+    card = (pre / "README.md").read_text()
+    assert "rope" in card and "final_loss" in card
+    assert json.loads((pre / "train_results.json").read_text())["global_step"] == 4
+
+    run_ok(launch("train_finetune.py", "--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+                  str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre), "--output_dir", str(fin),
+                  *QUIET, "--max_steps", "3", "--per_device_train_batch_size", "8"))
+    model = CharGPTForCausalLM.from_pretrained(fin)
+    assert model.config.position_embedding_type == "rope" and model.config.n_embd == 32
+
+    preds = tmp_path / "dev.predictions"
+    ev = run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
+                 "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(preds)])
+    assert "Correct: " in ev.stdout and " out of 20: " in ev.stdout
+    assert len(preds.read_text().split("\n")) == 20 + 1  # one line per question, newline-terminated
+
+    test_preds = tmp_path / "test.predictions"
+    ev = run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
+                 "--eval_corpus_path", str(world / "birth_test_inputs.tsv"), "--outputs_path", str(test_preds)])
+    assert "No gold birth places" in ev.stdout
+    assert len(test_preds.read_text().splitlines()) == 20
+
+
+def test_two_process_cpu_ddp(world, tmp_path):
+    out = tmp_path / "ddp"
+    proc = run_ok(launch("train_pretrain.py", *pretrain_args(world, out, "--max_steps", "3"), num_processes=2))
+    assert "pretraining done: 3 steps" in proc.stdout
+    assert proc.stdout.count("pretraining done") == 1  # only the main process reports
+    model = CharGPTForCausalLM.from_pretrained(out)
+    assert torch.isfinite(model(torch.tensor([[2, 3, 4]])).logits).all()
+
+
+def _wait_for(path_glob: str, root: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any((p / "trainer_state.json").is_file() for p in root.glob(path_glob)):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended ({proc.returncode}) before a checkpoint appeared")
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint appeared")
+
+
+def test_sigkill_then_resume_gives_the_same_weights_as_an_uninterrupted_run(world, tmp_path):
+    steps = ["--max_steps", "150", "--checkpointing_steps", "5", "--seed", "3", "--shuffle", "True"]
+    straight = tmp_path / "straight"
+    run_ok(launch("train_pretrain.py", *pretrain_args(world, straight, *steps)))
+    again = tmp_path / "again"
+    run_ok(launch("train_pretrain.py", *pretrain_args(world, again, *steps)))
+    reference = load_file(straight / "model.safetensors")
+    same_seed = load_file(again / "model.safetensors")
+    assert all(torch.equal(reference[k], same_seed[k]) for k in reference), "same seed, different weights"
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(launch("train_pretrain.py", *pretrain_args(world, killed, *steps)), cwd=ROOT, env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for("checkpoints/step-*", killed, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (killed / "model.safetensors").exists(), "the run finished before it was killed"
+    run_ok(launch("train_pretrain.py", *pretrain_args(world, killed, *steps, "--resume_from_checkpoint", "latest")))
+    resumed = load_file(killed / "model.safetensors")
+    assert json.loads((killed / "train_results.json").read_text())["global_step"] == 150
+    for k in reference:
+        assert torch.equal(reference[k], resumed[k]), f"{k} differs after resume"
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(world, tmp_path):
+    out = tmp_path / "sigint"
+    cmd = [sys.executable, str(ROOT / "train_pretrain.py"),
+           *pretrain_args(world, out, "--max_steps", "100000", "--checkpointing_steps", "5")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for("checkpoints/step-*", out, proc)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr
+    states = [json.loads(p.read_text()) for p in out.glob("checkpoints/step-*/trainer_state.json")]
+    assert states and max(s["global_step"] for s in states) >= 5
+
+
+def _bad_tsv(tmp_path: Path) -> Path:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("Where was A born?\tParis\nWhere was B born?\tRome\textra\n", encoding="utf-8")
+    return bad
+
+
+def test_bad_inputs_are_one_line_errors_in_process(world, tmp_path, capsys):
+    wiki = str(world / "wiki.txt")
+    cases = [
+        (train_pretrain.main, ["--pretrain_corpus_path", str(tmp_path / "missing.txt"), "--output_dir",
+                               str(tmp_path / "o1")], "missing.txt: file not found"),
+        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", str(_bad_tsv(tmp_path)),
+                               "--output_dir", str(tmp_path / "o2"), *TINY], "bad.tsv:2:"),
+        (train_pretrain.main, ["--pretrain_corpus_path", wiki, "--output_dir", str(tmp_path / "o3"),
+                               "--n_embd", "30", "--n_head", "4"], "n_embd=30"),
+        (evaluate_birthplace.main, ["--baseline", "london", "--eval_corpus_path", str(tmp_path / "none.tsv")],
+         "none.tsv: file not found"),
+        (evaluate_birthplace.main, ["--eval_corpus_path", wiki], "exactly one of"),
+    ]
+    for main, argv, expected in cases:
+        assert run_cli(main, argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err and err[-1].startswith("error: ") and expected in err[-1], (argv, err)
+        assert not any("Traceback" in line for line in err)
+
+
+def test_bad_input_reaches_the_shell_as_one_line(world, tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "train_finetune.py"), "--pretrain_corpus_path",
+                           str(world / "wiki.txt"), "--finetune_corpus_path", str(_bad_tsv(tmp_path)),
+                           "--output_dir", str(tmp_path / "o")], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "bad.tsv:2:" in lines[0]
+
+
+def test_london_baseline_on_real_dev(data_dir, capsys, tmp_path):
+    preds = tmp_path / "london.predictions"
+    assert run_cli(evaluate_birthplace.main, ["--baseline", "london", "--eval_corpus_path",
+                                              str(data_dir / "birth_dev.tsv"), "--outputs_path", str(preds)]) == 0
+    assert "Correct: 25 out of 500: 5.0%" in capsys.readouterr().out
+    assert preds.read_text().splitlines() == ["London"] * 500
+
+
+def test_args_from_a_json_file(world, tmp_path):
+    from transformers import HfArgumentParser
+
+    from training import ModelArguments, TrainingArguments, parse_args
+
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"pretrain_corpus_path": "w.txt", "output_dir": "o", "n_layer": 3, "packing": True}))
+    parser = HfArgumentParser((train_pretrain.PretrainDataArguments, ModelArguments, TrainingArguments))
+    data_args, model_args, args = parse_args(parser, [str(path)])
+    assert data_args.pretrain_corpus_path == "w.txt" and model_args.n_layer == 3 and args.packing is True

@@ -1,0 +1,112 @@
+"""Command-line dataclasses shared by the training scripts (parsed with `HfArgumentParser`).
+
+Fields left at `None` take the reference value of the script that parses them (pretraining and finetuning
+use different epochs, batch sizes and learning rates); `--preset` selects named deviations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
+
+
+@dataclass
+class ModelArguments:
+    """Shape of a model built from scratch (ignored when loading `--model_name_or_path`)."""
+
+    n_layer: int = field(default=4, metadata={"help": "Transformer blocks."})
+    n_head: int = field(default=8, metadata={"help": "Attention heads per block."})
+    n_embd: int = field(default=256, metadata={"help": "Hidden size."})
+    block_size: int = field(default=128, metadata={"help": "Context length; examples are padded/packed to it."})
+    position_embedding_type: str = field(
+        default="learned", metadata={"help": "Position encoding.", "choices": list(POSITION_EMBEDDING_TYPES)}
+    )
+    attention_type: str = field(default="causal", metadata={"help": "Attention.", "choices": list(ATTENTION_TYPES)})
+    dropout: float = field(default=0.1, metadata={"help": "embd/resid dropout (reference 0.1)."})
+    attn_dropout: float | None = field(
+        default=None, metadata={"help": "Attention dropout; defaults to --dropout (reference 0.1)."}
+    )
+
+
+@dataclass
+class TrainingArguments:
+    """Optimisation, checkpointing and logging. `None` means: the reference value of this script."""
+
+    output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
+    num_train_epochs: int | None = field(default=None, metadata={"help": "Epochs (reference: script-specific)."})
+    per_device_train_batch_size: int | None = field(default=None, metadata={"help": "Examples per step per process."})
+    learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate."})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay."})
+    weight_decay_scope: str = field(
+        default="reference",
+        metadata={
+            "help": "Which parameters decay. 'reference' = every parameter whose name has no 'bias' (what the "
+            "reference trainer's name filter does in practice); 'matmul' = only Linear weights (what its comment "
+            "intends).",
+            "choices": ["reference", "matmul"],
+        },
+    )
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
+    lr_decay: bool = field(default=True, metadata={"help": "Warmup + cosine decay by tokens (reference)."})
+    warmup_tokens: int = field(default=512 * 20, metadata={"help": "Linear warmup length in tokens."})
+    final_tokens: int | None = field(
+        default=None, metadata={"help": "Tokens at which the cosine reaches its 10% floor (reference: per script)."}
+    )
+    shuffle: bool = field(
+        default=False, metadata={"help": "Shuffle examples each epoch (the reference DataLoader does not)."}
+    )
+    packing: bool = field(
+        default=False, metadata={"help": "Pack several examples per row (same examples per step, no PAD compute)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seeds Python, NumPy, torch and the corruption draws."})
+    max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: all epochs)."})
+    checkpointing_steps: int = field(default=500, metadata={"help": "Save a resumable checkpoint every N steps."})
+    save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept (oldest deleted)."})
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "A checkpoint folder, or 'latest' (in --output_dir/checkpoints)."}
+    )
+    logging_steps: int = field(default=10, metadata={"help": "Log loss and lr to TensorBoard every N steps."})
+    report_to: str = field(default="tensorboard", metadata={"help": "'tensorboard' or 'none'.",
+                                                            "choices": ["tensorboard", "none"]})
+    mixed_precision: str = field(
+        default="auto",
+        metadata={"help": "'auto' = bf16 on a GPU that has it, fp32 on CPU (bf16 is ~25x slower there).",
+                  "choices": ["auto", "no", "bf16", "fp16"]},
+    )
+    dataloader_num_workers: int = field(default=0, metadata={"help": "0 works on every OS."})
+    disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
+
+
+def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTConfig:
+    """The model config a from-scratch run asks for; an invalid combination becomes a one-line usage error."""
+    from .cli import UsageError
+
+    dropout = model_args.dropout
+    try:
+        return CharGPTConfig(
+            vocab_size=vocab_size,
+            block_size=model_args.block_size,
+            n_layer=model_args.n_layer,
+            n_head=model_args.n_head,
+            n_embd=model_args.n_embd,
+            embd_pdrop=dropout,
+            resid_pdrop=dropout,
+            attn_pdrop=dropout if model_args.attn_dropout is None else model_args.attn_dropout,
+            position_embedding_type=model_args.position_embedding_type,
+            attention_type=model_args.attention_type,
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+def fill_reference_defaults(args: TrainingArguments, *, epochs: int, batch_size: int, learning_rate: float) -> None:
+    """Fill what the user left unset with this script's reference values."""
+    if args.num_train_epochs is None:
+        args.num_train_epochs = epochs
+    if args.per_device_train_batch_size is None:
+        args.per_device_train_batch_size = batch_size
+    if args.learning_rate is None:
+        args.learning_rate = learning_rate

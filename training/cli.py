@@ -1,0 +1,49 @@
+"""What the three scripts share around their `main`: argument files and one-line errors."""
+
+from __future__ import annotations
+
+import logging as std_logging
+import sys
+from collections.abc import Callable, Sequence
+
+from transformers import HfArgumentParser
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+
+class UsageError(ValueError):
+    """A bad flag combination or incompatible input, reported as one line without a traceback."""
+
+
+def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None) -> tuple:
+    """Flags, or a single JSON/YAML file holding them (`script.py args.yaml`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        return parser.parse_json_file(argv[0])
+    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
+        return parser.parse_yaml_file(argv[0])
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's input, not our bug: they get one line, not a traceback."""
+    from data_scripts import DataFileError
+    from modeling_chargpt import UnknownCharacterError
+
+    from .loop import TrainingDivergedError
+
+    return (DataFileError, UnknownCharacterError, UsageError, TrainingDivergedError, FileNotFoundError)
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
+    std_logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=std_logging.INFO)
+    logging.set_verbosity_info()
+    try:
+        return int(main(argv) or 0)
+    except expected_errors() as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
