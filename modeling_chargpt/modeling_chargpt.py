@@ -312,10 +312,10 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
         logits = self.lm_head(hidden_kept)
         loss = None
         if labels is not None:
-            if hidden_kept is not hidden:
-                logits = self.lm_head(hidden)
+            # the loss covers every position; the returned logits still honour logits_to_keep
+            all_logits = logits if hidden_kept is hidden else self.lm_head(hidden)
             loss = F.cross_entropy(
-                logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device), ignore_index=-100
+                all_logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device), ignore_index=-100
             )
         return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values)
 
