@@ -77,6 +77,25 @@ def _attention_mask(
     return mask
 
 
+def attention_with_dropout(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + mask) with dropout on the probabilities, times v: the reference's attention.
+
+    On CPU, SDPA with dropout falls back to an unfused math kernel; scaling and masking inside one `baddbmm`
+    is faster there. Same semantics (`mask`: bool, True = attend; None = causal over the last q_len keys).
+    """
+    B, H, T, D = q.shape
+    S = k.shape[-2]
+    if mask is None:
+        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+    bias = bias.expand(B, H, T, S).reshape(B * H, T, S) if bias.dim() == 4 else bias
+    att = torch.baddbmm(bias, q.reshape(B * H, T, D), k.reshape(B * H, S, D).transpose(1, 2), alpha=D**-0.5)
+    att = F.dropout(att.softmax(-1), dropout_p, training=True)
+    return torch.bmm(att, v.reshape(B * H, S, D)).view(B, H, T, D)
+
+
 class CharGPTSelfAttention(nn.Module):
     """Multi-head causal self-attention with a fused QKV projection and SDPA."""
 
@@ -103,12 +122,13 @@ class CharGPTSelfAttention(nn.Module):
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
-        y = F.scaled_dot_product_attention(
-            q, k, v,
-            attn_mask=mask,
-            dropout_p=self.attn_pdrop if self.training else 0.0,
-            is_causal=mask is None and T > 1 and k.shape[-2] == T,
-        )
+        dropout_p = self.attn_pdrop if self.training else 0.0
+        if dropout_p > 0.0 and q.device.type == "cpu":
+            y = attention_with_dropout(q, k, v, mask, dropout_p)
+        else:
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None and T > 1 and k.shape[-2] == T
+            )
         return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
 
 

@@ -1,0 +1,92 @@
+"""Evaluation speed: the reference loop (one question at a time, 32 full forward passes, no cache) vs chargpt's
+batched `generate()` with the KV cache, on all dev questions, in one process. Predictions must be identical.
+
+    python benchmarks/bench_eval.py --data_dir ../shared/data [--model_name_or_path out/rope-finetune] [--json f]
+
+Without a model folder a freshly initialised reference-size model is used (its answers are gibberish, but the
+two decoders must still agree character for character, and the compute is the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data_scripts import load_pretrain_corpus, load_qa_tsv  # noqa: E402
+from evaluation import predict_birthplaces  # noqa: E402
+from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+
+
+@torch.no_grad()
+def reference_predict(model: CharGPTForCausalLM, tok: CharTokenizer, questions: list[str], steps: int) -> list[str]:
+    """The reference `utils.sample` + `split(MASK)[1]`: full recompute for every new character, context cropped."""
+    model.eval()
+    block = model.config.block_size
+    preds = []
+    for q in questions:
+        x = torch.tensor([tok.encode_text(q + MASK_CHAR)], device=model.device)
+        for _ in range(steps):
+            cond = x if x.size(1) <= block else x[:, -block:]
+            logits = model(input_ids=cond, use_cache=False).logits[:, -1, :]
+            x = torch.cat((x, logits.argmax(-1, keepdim=True)), dim=1)
+        completion = "".join(tok.itos[int(i)] for i in x[0])
+        preds.append(completion.split(MASK_CHAR)[1])
+    return preds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--model_name_or_path", default=None)
+    parser.add_argument("--position_embedding_type", default="learned", help="for the fresh model")
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json", default=None)
+    opts = parser.parse_args()
+    torch.set_num_threads(opts.threads)
+    torch.manual_seed(0)
+
+    text, _ = load_pretrain_corpus(os.path.join(opts.data_dir, "wiki.txt"))
+    if opts.model_name_or_path:
+        model = CharGPTForCausalLM.from_pretrained(opts.model_name_or_path)
+        tok = CharTokenizer.from_pretrained(opts.model_name_or_path)
+    else:
+        tok = CharTokenizer.from_corpus(text)
+        model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tok.vocab_size,
+                                                 position_embedding_type=opts.position_embedding_type))
+    model = model.to(opts.device).eval()
+    questions = load_qa_tsv(os.path.join(opts.data_dir, "birth_dev.tsv"))["question"]
+
+    start = time.perf_counter()
+    ref = reference_predict(model, tok, questions, steps=32)
+    t_ref = time.perf_counter() - start
+    start = time.perf_counter()
+    ours = predict_birthplaces(model, tok, questions, batch_size=opts.batch_size, max_new_tokens=32,
+                               show_progress=False)
+    t_ours = time.perf_counter() - start
+    same = sum(a == b for a, b in zip(ref, ours, strict=True))
+    print(f"{len(questions)} dev questions on {opts.device} ({opts.threads} threads)")
+    print(f"(a) reference loop, no cache      {t_ref:8.2f} s")
+    print(f"(b) batched generate + KV cache   {t_ours:8.2f} s   speed-up x{t_ref / t_ours:.1f}")
+    print(f"identical predictions: {same}/{len(questions)}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps({
+            "device": opts.device, "threads": opts.threads, "questions": len(questions),
+            "model": opts.model_name_or_path or f"fresh {opts.position_embedding_type}",
+            "reference_s": round(t_ref, 2), "batched_s": round(t_ours, 2), "speedup": round(t_ref / t_ours, 1),
+            "identical": same}, indent=2))
+    if same != len(questions):
+        sys.exit("predictions differ")
+
+
+if __name__ == "__main__":
+    main()
