@@ -87,3 +87,39 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
     assert latest is not None and latest.name == "step-00000004"
     assert json.loads((latest / "trainer_state.json").read_text())["global_step"] == 4
     assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_packing_keeps_examples_per_step_schedule_and_losses(tmp_path):
+    from data_scripts import (
+        PackedCollator,
+        load_pretrain_corpus,
+        pad_collate,
+        span_corruption_dataset,
+        write_synthetic_corpus,
+    )
+    from modeling_chargpt import CharTokenizer
+    from training import make_accelerator, train
+
+    write_synthetic_corpus(tmp_path / "w", n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
+    text, docs = load_pretrain_corpus(tmp_path / "w" / "wiki.txt")
+    tok = CharTokenizer.from_corpus(text)
+    runs = {}
+    for packing in (False, True):
+        args = TrainingArguments(output_dir=str(tmp_path / f"p{packing}"), num_train_epochs=1, max_steps=3,
+                                 per_device_train_batch_size=8, learning_rate=1e-3, report_to="none",
+                                 disable_tqdm=True, checkpointing_steps=3, packing=packing)
+        accelerator = make_accelerator(args)
+        model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tok.vocab_size, block_size=64, n_layer=2, n_head=4,
+                                                 n_embd=32, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0))
+        ds, corruption = span_corruption_dataset(docs, tok, 64, seed=0)
+        collate = PackedCollator(64) if packing else pad_collate
+        result = train(accelerator, model, tok, ds, collate, args, final_tokens=100_000, tokens_per_example=63,
+                       on_epoch_start=corruption.set_epoch)
+        state = json.loads((tmp_path / f"p{packing}" / "checkpoints" / "step-00000003" / "trainer_state.json")
+                           .read_text())
+        runs[packing] = (result, state["schedule"])
+    (padded, s_pad), (packed, s_pack) = runs[False], runs[True]
+    assert s_pad["tokens"] == s_pack["tokens"] == 3 * 8 * 63
+    assert s_pad["lr"] == s_pack["lr"]
+    for (step_a, loss_a), (step_b, loss_b) in zip(padded.losses, packed.losses, strict=True):
+        assert step_a == step_b and abs(loss_a - loss_b) < 1e-3

@@ -43,6 +43,19 @@ class TrainResult:
     interrupted: bool = False
 
 
+class CountingCollate:
+    """Adds `num_examples` to each batch: packing changes the rows, not the examples the schedule counts.
+
+    A class rather than a closure so DataLoader workers can pickle it on every OS.
+    """
+
+    def __init__(self, collate_fn: Callable) -> None:
+        self.collate_fn = collate_fn
+
+    def __call__(self, examples: list) -> dict:
+        return {**self.collate_fn(examples), "num_examples": len(examples)}
+
+
 def make_accelerator(args: TrainingArguments) -> Accelerator:
     """Accelerator for this run; call it (and seed) before building the model so init is reproducible."""
     precision = args.mixed_precision
@@ -175,7 +188,7 @@ def train(
         train_dataset,
         batch_size=args.per_device_train_batch_size,
         shuffle=args.shuffle,
-        collate_fn=collate_fn,
+        collate_fn=CountingCollate(collate_fn),
         num_workers=args.dataloader_num_workers,
         drop_last=False,
     )
@@ -223,7 +236,7 @@ def train(
             batches = accelerator.skip_first_batches(loader, skip) if skip else loader
             step_in_epoch, skip = skip, 0
             for batch in batches:
-                n_examples = int(batch.pop("num_examples", batch["input_ids"].shape[0]))
+                n_examples = int(batch.pop("num_examples"))
                 # Dropout masks are a function of (seed, step, process): a resumed run draws exactly what an
                 # uninterrupted one would, whatever the DataLoader iterators consumed from the global RNG.
                 torch.manual_seed((args.seed * 1_000_003 + global_step) * 256 + accelerator.process_index)
