@@ -26,6 +26,8 @@ from training import (
     fill_reference_defaults,
     make_accelerator,
     parse_args,
+    report_done,
+    run_card,
     run_cli,
     train,
 )
@@ -68,18 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = name_prompt_dataset(qa, tokenizer, block)
     collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate
 
-    card = {
-        "title": f"chargpt finetuned on birthplaces ({config.position_embedding_type} positions, "
-                 f"{config.attention_type} attention, {'pretrained' if pretrained else 'no pretraining'})",
-        "stage": "finetuning (name prompts)",
-        "initialised_from": data_args.model_name_or_path or "scratch",
-        "data": data_args.finetune_corpus_path,
-        "examples": len(dataset),
-        "parameters": model.num_parameters(),
-        "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd, "block_size": block,
-        "epochs": args.num_train_epochs, "batch_size": args.per_device_train_batch_size,
-        "learning_rate": args.learning_rate, "packing": args.packing, "seed": args.seed,
-    }
+    card = run_card(
+        model, args,
+        title=f"chargpt finetuned on birthplaces ({config.position_embedding_type} positions, "
+              f"{config.attention_type} attention, {'pretrained' if pretrained else 'no pretraining'})",
+        stage="finetuning (name prompts)", initialised_from=data_args.model_name_or_path or "scratch",
+        data=data_args.finetune_corpus_path, examples=len(dataset),
+    )
     result = train(
         accelerator, model, tokenizer, dataset, collate, args,
         final_tokens=200 * len(docs) * block,
@@ -87,13 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         card=card,
         run_name="finetune",
     )
-    if result.interrupted:
-        return 130
-    if accelerator.is_main_process:
-        print(f"finetuning done: {result.global_step} steps, final loss {result.final_loss:.4f}, "
-              f"{result.train_seconds:.0f}s; model saved to {args.output_dir}")
-    return 0
-
+    return report_done(accelerator, result, "finetuning", args.output_dir)
 
 if __name__ == "__main__":
     sys.exit(run_cli(main))

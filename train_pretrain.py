@@ -23,6 +23,8 @@ from training import (
     fill_reference_defaults,
     make_accelerator,
     parse_args,
+    report_done,
+    run_card,
     run_cli,
     train,
 )
@@ -51,16 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
     collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate
 
-    card = {
-        "title": f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
-        "stage": "pretraining (span corruption)",
-        "data": data_args.pretrain_corpus_path,
-        "documents": len(dataset),
-        "parameters": model.num_parameters(),
-        "n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd, "block_size": block,
-        "epochs": args.num_train_epochs, "batch_size": args.per_device_train_batch_size,
-        "learning_rate": args.learning_rate, "packing": args.packing, "seed": args.seed,
-    }
+    card = run_card(
+        model, args,
+        title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
+        stage="pretraining (span corruption)", data=data_args.pretrain_corpus_path, documents=len(dataset),
+    )
     result = train(
         accelerator, model, tokenizer, dataset, collate, args,
         final_tokens=args.num_train_epochs * len(dataset) * block,
@@ -69,13 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         card=card,
         run_name="pretrain",
     )
-    if result.interrupted:
-        return 130
-    if accelerator.is_main_process:
-        print(f"pretraining done: {result.global_step} steps, final loss {result.final_loss:.4f}, "
-              f"{result.train_seconds:.0f}s; model saved to {args.output_dir}")
-    return 0
-
+    return report_done(accelerator, result, "pretraining", args.output_dir)
 
 if __name__ == "__main__":
     sys.exit(run_cli(main))

@@ -199,7 +199,16 @@ def test_args_from_a_json_file(world, tmp_path):
     from training import ModelArguments, TrainingArguments, parse_args
 
     path = tmp_path / "args.json"
-    path.write_text(json.dumps({"pretrain_corpus_path": "w.txt", "output_dir": "o", "n_layer": 3, "packing": True}))
+    path.write_text(json.dumps({"pretrain_corpus_path": "w.txt", "output_dir": "o", "n_layer": 3, "packing": False}))
     parser = HfArgumentParser((train_pretrain.PretrainDataArguments, ModelArguments, TrainingArguments))
     data_args, model_args, args = parse_args(parser, [str(path)])
-    assert data_args.pretrain_corpus_path == "w.txt" and model_args.n_layer == 3 and args.packing is True
+    assert data_args.pretrain_corpus_path == "w.txt" and model_args.n_layer == 3 and args.packing is False
+
+
+@pytest.mark.parametrize("script", [train_pretrain, train_finetune, evaluate_birthplace])
+def test_help_is_complete(script, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--eval_corpus_path" in out if script is evaluate_birthplace else "--output_dir" in out

@@ -3,6 +3,7 @@
 from .arguments import ModelArguments, TrainingArguments, build_model_config, fill_reference_defaults
 from .cli import UsageError, parse_args, run_cli
 from .loop import TrainingDivergedError, TrainResult, build_optimizer, find_latest_checkpoint, make_accelerator, train
+from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "find_latest_checkpoint",
     "make_accelerator",
     "parse_args",
+    "report_done",
+    "run_card",
     "run_cli",
     "train",
 ]

@@ -53,13 +53,16 @@ class TrainingArguments:
     lr_decay: bool = field(default=True, metadata={"help": "Warmup + cosine decay by tokens (reference)."})
     warmup_tokens: int = field(default=512 * 20, metadata={"help": "Linear warmup length in tokens."})
     final_tokens: int | None = field(
-        default=None, metadata={"help": "Tokens at which the cosine reaches its 10% floor (reference: per script)."}
+        default=None, metadata={"help": "Tokens at which the cosine reaches its 10%% floor (reference: per script)."}
     )
     shuffle: bool = field(
         default=False, metadata={"help": "Shuffle examples each epoch (the reference DataLoader does not)."}
     )
     packing: bool = field(
-        default=False, metadata={"help": "Pack several examples per row (same examples per step, no PAD compute)."}
+        default=True,
+        metadata={"help": "Pack several examples per row: the same examples per step and the same per-example "
+                  "losses as padded batches, without the PAD compute (2.5-3.5x faster on CPU). --packing False "
+                  "gives the reference's padded batches."},
     )
     seed: int = field(default=0, metadata={"help": "Seeds Python, NumPy, torch and the corruption draws."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: all epochs)."})

@@ -48,3 +48,25 @@ def write_model_card(path: str | Path, info: dict) -> None:
     ]
     lines += [f"| {k} | {v} |" for k, v in info.items() if k != "title"]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def run_card(model, args, **fields) -> dict:
+    """Model-card fields every run records: shape, size and the hyper-parameters that shaped it."""
+    c = model.config
+    return {
+        **fields,
+        "position_embedding_type": c.position_embedding_type, "attention_type": c.attention_type,
+        "parameters": model.num_parameters(), "n_layer": c.n_layer, "n_head": c.n_head, "n_embd": c.n_embd,
+        "block_size": c.block_size, "epochs": args.num_train_epochs, "batch_size": args.per_device_train_batch_size,
+        "learning_rate": args.learning_rate, "packing": args.packing, "seed": args.seed,
+    }
+
+
+def report_done(accelerator, result, stage: str, output_dir: str) -> int:
+    """The scripts' last line and exit status (130 when Ctrl-C stopped the run after checkpointing)."""
+    if result.interrupted:
+        return 130
+    if accelerator.is_main_process:
+        print(f"{stage} done: {result.global_step} steps, final loss {result.final_loss:.4f}, "
+              f"{result.train_seconds:.0f}s; model saved to {output_dir}")
+    return 0
