@@ -1,0 +1,66 @@
+"""`datasets` pipelines for the chargpt training scripts: loading, span corruption, name prompts, packing,
+and the synthetic default corpus. Every piece is a plain function over `datasets` rows.
+
+Names are imported lazily (PEP 562), so ``python -m data_scripts.synthetic`` runs without importing torch,
+transformers or datasets.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+IGNORE_INDEX = -100
+
+_EXPORTS = {
+    "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset"],
+    "loading": ["DataFileError", "ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
+                "read_text_file"],
+    "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
+    "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
+    "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if TYPE_CHECKING:
+    from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset
+    from .loading import DataFileError, ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length, read_text_file
+    from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
+    from .packing import PackedCollator, pad_collate, pad_fraction
+    from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
+
+
+__all__ = [
+    "IGNORE_INDEX",
+    "DataFileError",
+    "PackedCollator",
+    "SpanCorruption",
+    "SyntheticWorld",
+    "ascii_only",
+    "draw_lengths",
+    "generate_synthetic_world",
+    "load_pretrain_corpus",
+    "load_qa_tsv",
+    "name_prompt_dataset",
+    "name_prompt_example",
+    "name_prompt_text",
+    "pad_collate",
+    "pad_fraction",
+    "prompt_length",
+    "read_text_file",
+    "span_corruption_dataset",
+    "write_synthetic_corpus",
+]

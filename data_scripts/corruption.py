@@ -1,0 +1,106 @@
+"""Span corruption: the reference's `CharCorruptionDataset.__getitem__`, as a `datasets` transform.
+
+For a document and one random draw:
+
+1. truncate it to ``L' = randint(4, int(block_size * 7 / 8))`` characters (so ``L = min(L', len(doc))``);
+2. pick ``masked_len = randint(1, max(1, (L - 1) // 2))``: uniform, at least 1, mean exactly ``L / 4`` for
+   even ``L`` and ``(L + 1) / 4`` for odd ``L`` (the handout's "averaging 1/4 of the truncated length", with
+   spread both ways). An empty document masks nothing (``masked_len = 0``). The masked span starts at
+   ``randint(0, L - masked_len)``;
+3. ``masked_string = prefix + MASK + suffix + MASK + masked_content``, padded with PAD to ``block_size``.
+
+The reference trains on ``x = masked_string[:-1]``, ``y = masked_string[1:]`` with PAD targets ignored
+(``ignore_index=0``). In the transformers convention the model shifts, so ``input_ids`` is the whole
+``masked_string`` and ``labels`` is the same ids with -100 at every PAD: logits ``[:-1]`` against labels
+``[1:]`` are exactly the reference's x -> y terms, and the extra last input position only produces a logit
+that no label uses.
+
+Determinism: the draw for a document is a pure function of ``(seed, epoch, document idx)``, so a DataLoader
+resumed mid-epoch (``skip_first_batches``), sharded over processes, or prefetching, sees exactly the draws of
+one uninterrupted process, and ``set_epoch`` gives every epoch fresh corruptions. The transform runs on every
+access (`Dataset.with_transform`), never through a cached `.map`. `set_epoch` mutates this object: with
+DataLoader workers, do not use ``persistent_workers=True`` (workers would keep a stale epoch).
+"""
+
+from __future__ import annotations
+
+import random
+
+import datasets
+
+from modeling_chargpt import MASK_CHAR, PAD_CHAR
+
+__all__ = ["SpanCorruption", "draw_lengths", "span_corruption_dataset"]
+
+IGNORE_INDEX = -100
+
+
+def draw_lengths(doc_len: int, block_size: int, rng: random.Random) -> tuple[int, int, int]:
+    """The three random draws of one corruption: ``(L, masked_len, start)``, in the reference's order."""
+    trunc_len = rng.randint(4, int(block_size * 7 / 8))
+    L = min(trunc_len, doc_len)
+    if L == 0:
+        return 0, 0, 0
+    masked_len = rng.randint(1, max(1, (L - 1) // 2))
+    start = rng.randint(0, L - masked_len)
+    return L, masked_len, start
+
+
+class SpanCorruption:
+    """Callable for `Dataset.with_transform` over documents (columns ``text``, ``idx``).
+
+    Returns ``{"input_ids": [[...]], "labels": [[...]]}``, each row ``block_size`` long.
+    """
+
+    def __init__(self, tokenizer, block_size: int, seed: int = 0) -> None:
+        if not isinstance(block_size, int) or block_size < 9:
+            raise ValueError(
+                f"span corruption needs an integer block_size >= 9 (a truncated document of up to "
+                f"int(block_size*7/8) >= 4 characters plus two MASKs must fit), got {block_size!r}"
+            )
+        self.tokenizer = tokenizer
+        self.block_size = block_size
+        self.seed = seed
+        self.epoch = 0
+        self.pad_token_id = tokenizer.pad_token_id
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the draws of ``epoch``; call it at the start of every epoch."""
+        self.epoch = int(epoch)
+
+    def rng_for(self, idx: int, epoch: int | None = None) -> random.Random:
+        """The generator of document ``idx`` in ``epoch`` (default: the current one). String seeds are hashed
+        with SHA-512 by `random.seed`, so this does not depend on PYTHONHASHSEED."""
+        return random.Random(f"{self.seed}:{self.epoch if epoch is None else epoch}:{int(idx)}")
+
+    def corrupt(self, text: str, rng: random.Random) -> str:
+        """The padded ``masked_string`` for one draw from ``rng``."""
+        L, masked_len, start = draw_lengths(len(text), self.block_size, rng)
+        doc = text[:L]
+        prefix, masked, suffix = doc[:start], doc[start : start + masked_len], doc[start + masked_len :]
+        masked_string = prefix + MASK_CHAR + suffix + MASK_CHAR + masked
+        return masked_string + PAD_CHAR * (self.block_size - len(masked_string))
+
+    def example(self, text: str, idx: int) -> dict[str, list[int]]:
+        ids = self.tokenizer.encode_text(self.corrupt(text, self.rng_for(idx)))
+        pad = self.pad_token_id
+        return {"input_ids": ids, "labels": [IGNORE_INDEX if t == pad else t for t in ids]}
+
+    def __call__(self, batch: dict) -> dict:
+        if "text" not in batch or "idx" not in batch:
+            raise KeyError(f"SpanCorruption expects columns 'text' and 'idx', got {sorted(batch)}")
+        input_ids, labels = [], []
+        for text, idx in zip(batch["text"], batch["idx"], strict=True):
+            ex = self.example(text, idx)
+            input_ids.append(ex["input_ids"])
+            labels.append(ex["labels"])
+        return {"input_ids": input_ids, "labels": labels}
+
+
+def span_corruption_dataset(
+    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0
+) -> tuple[datasets.Dataset, SpanCorruption]:
+    """``docs`` (from `load_pretrain_corpus`) with the corruption as an on-access transform, and the transform
+    itself (call its ``set_epoch`` every epoch)."""
+    corruption = SpanCorruption(tokenizer, block_size, seed)
+    return docs.with_transform(corruption), corruption
