@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES: dict[str, dict] = {
     "reference": {"shape": [], "pretrain": [], "finetune": [], "finetune_scratch": []},
     "demo": {
-        "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "96"],
-        "pretrain": ["--num_train_epochs", "60", "--per_device_train_batch_size", "32", "--learning_rate", "2e-3"],
+        "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "128"],
+        "pretrain": ["--num_train_epochs", "200", "--per_device_train_batch_size", "32", "--learning_rate", "2e-3"],
         "finetune": ["--num_train_epochs", "20", "--per_device_train_batch_size", "32", "--learning_rate", "1e-3"],
         "finetune_scratch": ["--num_train_epochs", "20", "--per_device_train_batch_size", "32",
                              "--learning_rate", "1e-3"],
