@@ -1,0 +1,52 @@
+"""Does `torch.compile` pay for chargpt training here? Packed span-corruption steps, eager vs compiled, one process.
+
+    python benchmarks/bench_compile.py [--data_dir ../shared/data] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset  # noqa: E402
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=6)
+    opts = parser.parse_args()
+    torch.set_num_threads(opts.threads)
+    text, docs = load_pretrain_corpus(Path(opts.data_dir) / "wiki.txt")
+    tok = CharTokenizer.from_corpus(text)
+    ds, _ = span_corruption_dataset(docs, tok, 128, seed=0)
+    collate = PackedCollator(128)
+    batches = [collate([ds[i] for i in range(j * 128, (j + 1) * 128)]) for j in range(opts.batches)]
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tok.vocab_size)).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        forward = torch.compile(model) if compiled else model
+        times = []
+        for batch in batches + batches:
+            start = time.perf_counter()
+            loss = forward(**batch).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            times.append(time.perf_counter() - start)
+        print(f"compile={compiled}: first step {times[0]:.1f} s, median of the rest "
+              f"{statistics.median(times[2:]):.3f} s/step", flush=True)
+
+
+if __name__ == "__main__":
+    main()
