@@ -21,6 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tiny shapes and budgets; flags go to both training scripts unless prefixed by the stage.
 RECIPES: dict[str, dict] = {
     "reference": {"shape": [], "pretrain": [], "finetune": [], "finetune_scratch": []},
+    # The reference model and schedule shape with a small budget: measures the pipeline on the real data fast.
+    "light": {
+        "shape": [],
+        "pretrain": ["--num_train_epochs", "10"],
+        "finetune": ["--num_train_epochs", "10"],
+        "finetune_scratch": ["--num_train_epochs", "10"],
+    },
     "demo": {
         "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "128"],
         "pretrain": ["--num_train_epochs", "200", "--per_device_train_batch_size", "32", "--learning_rate", "2e-3"],

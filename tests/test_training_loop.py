@@ -123,3 +123,25 @@ def test_packing_keeps_examples_per_step_schedule_and_losses(tmp_path):
     assert s_pad["lr"] == s_pack["lr"]
     for (step_a, loss_a), (step_b, loss_b) in zip(padded.losses, packed.losses, strict=True):
         assert step_a == step_b and abs(loss_a - loss_b) < 1e-3
+
+
+
+def test_full_epochs_are_counted_and_the_final_checkpoint_resumes_to_nothing(tmp_path):
+    import string
+
+    from modeling_chargpt import CharTokenizer
+    from training import make_accelerator, train
+
+    tok = CharTokenizer.from_corpus(string.ascii_letters[:38])  # 40 ids, the tiny model's vocabulary
+    args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=2, per_device_train_batch_size=4,
+                             learning_rate=1e-3, report_to="none", disable_tqdm=True, checkpointing_steps=100)
+    data = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(10)]
+    collate = torch.utils.data.default_collate
+    result = train(make_accelerator(args), _tiny_model(), tok, data, collate, args, final_tokens=10_000,
+                   tokens_per_example=31)
+    assert (result.global_step, result.epoch) == (6, 2.0)  # 3 batches (4+4+2) per epoch
+    assert json.loads((tmp_path / "train_results.json").read_text())["epoch"] == 2.0
+    args.resume_from_checkpoint = "latest"
+    again = train(make_accelerator(args), _tiny_model(), tok, data, collate, args, final_tokens=10_000,
+                  tokens_per_example=31)
+    assert (again.global_step, again.epoch) == (6, 2.0) and len(again.losses) == 6

@@ -36,7 +36,7 @@ class TrainingDivergedError(RuntimeError):
 @dataclass
 class TrainResult:
     global_step: int
-    epoch: int
+    epoch: float  # epochs completed, fractional when max_steps stopped mid-epoch
     final_loss: float
     losses: list[tuple[int, float]] = field(default_factory=list)
     train_seconds: float = 0.0
@@ -268,7 +268,7 @@ def train(
                 if global_step >= total_steps:
                     break
             else:
-                epoch += 1
+                epoch, step_in_epoch = epoch + 1, 0
                 continue
             break
     except KeyboardInterrupt:
@@ -279,7 +279,8 @@ def train(
     bar.close()
     if args.report_to != "none":
         accelerator.end_training()
-    result = TrainResult(global_step, epoch, last_loss, losses, time.perf_counter() - start, interrupted)
+    epochs_done = round(epoch + step_in_epoch / max(1, steps_per_epoch), 3)
+    result = TrainResult(global_step, epochs_done, last_loss, losses, time.perf_counter() - start, interrupted)
     if not interrupted:
         if args.checkpointing_steps > 0 and global_step % args.checkpointing_steps != 0:
             _save_checkpoint(accelerator, args, state_now())
