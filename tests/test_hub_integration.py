@@ -16,18 +16,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, pipeline
+from variants import VARIANT_IDS, VARIANTS
 
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-VARIANTS = [
-    ("learned", "causal"),
-    ("rope", "causal"),
-    ("sinusoidal", "causal"),
-    ("none", "causal"),
-    ("learned", "synthesizer"),
-]
-VARIANT_IDS = [f"{p}-{a}" for p, a in VARIANTS]
 
 
 def data_file(name: str) -> Path:

@@ -11,17 +11,9 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
+from variants import VARIANT_IDS, VARIANTS
 
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharGPTModel, packed_causal_mask
-
-VARIANTS = [
-    ("learned", "causal"),
-    ("rope", "causal"),
-    ("sinusoidal", "causal"),
-    ("none", "causal"),
-    ("learned", "synthesizer"),
-]
-VARIANT_IDS = [f"{p}-{a}" for p, a in VARIANTS]
 
 
 def tiny_config(position_embedding_type="learned", attention_type="causal", dropout=0.0, **kwargs) -> CharGPTConfig:

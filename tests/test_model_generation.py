@@ -6,17 +6,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
+from variants import VARIANT_IDS, VARIANTS
 
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
-
-VARIANTS = [
-    ("learned", "causal"),
-    ("rope", "causal"),
-    ("sinusoidal", "causal"),
-    ("none", "causal"),
-    ("learned", "synthesizer"),
-]
-VARIANT_IDS = [f"{p}-{a}" for p, a in VARIANTS]
 
 
 def tiny_model(position_embedding_type="learned", attention_type="causal", seed=0) -> CharGPTForCausalLM:
