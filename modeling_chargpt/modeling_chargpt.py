@@ -90,7 +90,9 @@ def attention_with_dropout(
     if mask is None:
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
     bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
-    bias = bias.expand(B, H, T, S).reshape(B * H, T, S) if bias.dim() == 4 else bias
+    if bias.dim() == 4:  # per-row (packed) masks: broadcast over heads rather than copy them B*H times
+        att = (q @ k.transpose(-2, -1)).mul_(D**-0.5).add_(bias)
+        return F.dropout(att.softmax(-1), dropout_p, training=True) @ v
     att = torch.baddbmm(bias, q.reshape(B * H, T, D), k.reshape(B * H, S, D).transpose(1, 2), alpha=D**-0.5)
     att = F.dropout(att.softmax(-1), dropout_p, training=True)
     return torch.bmm(att, v.reshape(B * H, S, D)).view(B, H, T, D)

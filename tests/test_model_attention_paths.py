@@ -58,3 +58,20 @@ def test_model_uses_it_in_training_on_cpu_and_matches_sdpa_loss_without_dropout(
         block.attn.attn_pdrop = 1e-12
     model.train()
     assert torch.allclose(model(input_ids=x, labels=x).loss, eval_loss, atol=1e-5)
+
+
+def test_packed_mask_gradients_match_sdpa():
+    torch.manual_seed(0)
+    mask = packed_causal_mask(torch.tensor([[0, 1, 2, 3, 0, 1, 2, 0, 1, 2]] * 3))
+    grads = []
+    for kernel in ("sdpa", "cpu"):
+        q, k, v = (torch.randn(3, 4, 10, 8, generator=torch.Generator().manual_seed(i)).requires_grad_()
+                   for i in range(3))
+        if kernel == "sdpa":
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:  # a dropout rate that keeps everything still takes the dropout path
+            out = attention_with_dropout(q, k, v, mask, 1e-12)
+        (out * torch.arange(out.numel()).view_as(out).sin()).sum().backward()
+        grads.append([q.grad, k.grad, v.grad])
+    for a, b in zip(*grads, strict=True):
+        assert (a - b).abs().max() < 1e-5
