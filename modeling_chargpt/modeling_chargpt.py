@@ -54,27 +54,81 @@ def packed_causal_mask(position_ids: torch.Tensor) -> torch.Tensor:
 
 
 def _attention_mask(
-    attention_mask: torch.Tensor | None, q_len: int, past_len: int, batch: int, device: torch.device
+    attention_mask: torch.Tensor | None,
+    q_len: int,
+    past_len: int,
+    batch: int,
+    device: torch.device,
+    kv_len: int | None = None,
 ) -> torch.Tensor | None:
     """Boolean (B, 1, q_len, kv_len) mask where True = attend, or None when plain causal attention suffices.
 
     A 2D padding mask is combined with causality over cache positions; every query may always see itself,
     so the rows of left padding never become all-masked (which would make NaNs that leak through 0 * NaN).
-    A 4D mask (e.g. from `packed_causal_mask`) is used as given.
+    `kv_len` is the key length the cache returns: more than `past_len + q_len` for a preallocated (static)
+    cache, whose unwritten slots lie after every query and are therefore hidden by causality.
+    A 4D boolean mask (from `packed_causal_mask`, or generate's for a static cache) is used as given, plus the
+    diagonal for the same reason.
     """
+    filled = past_len + q_len
     if attention_mask is not None and attention_mask.dim() == 4:
-        return attention_mask.bool()
-    kv_len = past_len + q_len
+        q_idx = torch.arange(past_len, filled, device=device)[:, None]
+        return attention_mask.bool() | (torch.arange(attention_mask.shape[-1], device=device)[None, :] == q_idx)
+    kv_len = filled if kv_len is None else kv_len
     if attention_mask is not None and bool(attention_mask.all()):
         attention_mask = None
-    if attention_mask is None and (past_len == 0 or q_len == 1):
+    if attention_mask is None and (past_len == 0 or q_len == 1) and kv_len == filled:
         return None
-    q_idx = torch.arange(past_len, kv_len, device=device)[:, None]
+    q_idx = torch.arange(past_len, filled, device=device)[:, None]
     k_idx = torch.arange(kv_len, device=device)[None, :]
     mask = (k_idx <= q_idx)[None, None].expand(batch, 1, q_len, kv_len)
     if attention_mask is not None:
-        mask = (mask & attention_mask[:, None, None, -kv_len:].bool()) | (k_idx == q_idx)
+        padding = attention_mask[:, -filled:].bool()
+        if kv_len > filled:
+            padding = F.pad(padding, (0, kv_len - filled), value=False)
+        mask = (mask & padding[:, None, None, :]) | (k_idx == q_idx)
     return mask
+
+
+def bernoulli_keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
+    """Boolean keep-mask with P(drop) = round(p * 65536) / 65536, from 16 random bits per element.
+
+    torch's CPU dropout draws one random number per element (~6 ns each here: ~25% of a training step); one
+    64-bit draw split into four 16-bit lanes costs a quarter of that. The drop rate is exact to 1/65536.
+    """
+    n = shape.numel()
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None)
+    return words.view(torch.int16)[:n].view(shape) >= (round(p * 65536) - 32768)
+
+
+class _FastDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        keep = bernoulli_keep_mask(x.shape, p, x.device)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x.mul(keep).mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (keep,) = ctx.saved_tensors
+        return grad.mul(keep).mul_(ctx.scale), None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout; on CPU with 16-bit keep-masks (see `bernoulli_keep_mask`), elsewhere `F.dropout`."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu" or p >= 1.0:
+        return F.dropout(x, p, training=True)
+    return _FastDropout.apply(x, p)
+
+
+class CharGPTDropout(nn.Dropout):
+    """`nn.Dropout` with the fast CPU mask: same p, same scaling, same state dict (none)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dropout(x, self.p, self.training)
 
 
 def attention_with_dropout(
@@ -92,9 +146,9 @@ def attention_with_dropout(
     bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
     if bias.dim() == 4:  # per-row (packed) masks: broadcast over heads rather than copy them B*H times
         att = (q @ k.transpose(-2, -1)).mul_(D**-0.5).add_(bias)
-        return F.dropout(att.softmax(-1), dropout_p, training=True) @ v
+        return dropout(att.softmax(-1), dropout_p, training=True) @ v
     att = torch.baddbmm(bias, q.reshape(B * H, T, D), k.reshape(B * H, S, D).transpose(1, 2), alpha=D**-0.5)
-    att = F.dropout(att.softmax(-1), dropout_p, training=True)
+    att = dropout(att.softmax(-1), dropout_p, training=True)
     return torch.bmm(att, v.reshape(B * H, S, D)).view(B, H, T, D)
 
 
@@ -107,7 +161,7 @@ class CharGPTSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_pdrop = config.attn_pdrop
-        self.resid_drop = nn.Dropout(config.resid_pdrop)
+        self.resid_drop = CharGPTDropout(config.resid_pdrop)
         self.use_rope = config.position_embedding_type == "rope"
 
     def forward(
@@ -151,8 +205,8 @@ class CharGPTSynthesizerAttention(nn.Module):
         self.b2 = nn.Parameter(torch.empty(config.block_size))
         self.value = nn.Linear(config.n_embd, config.n_embd)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
-        self.attn_drop = nn.Dropout(config.attn_pdrop)
-        self.resid_drop = nn.Dropout(config.resid_pdrop)
+        self.attn_drop = CharGPTDropout(config.attn_pdrop)
+        self.resid_drop = CharGPTDropout(config.resid_pdrop)
 
     def forward(
         self,
@@ -193,7 +247,7 @@ class CharGPTBlock(nn.Module):
             nn.Linear(config.n_embd, 4 * config.n_embd),
             nn.GELU(),
             nn.Linear(4 * config.n_embd, config.n_embd),
-            nn.Dropout(config.resid_pdrop),
+            CharGPTDropout(config.resid_pdrop),
         )
 
     def forward(self, x: torch.Tensor, mask, rope, position_ids, past_key_values) -> torch.Tensor:
@@ -238,7 +292,7 @@ class CharGPTModel(CharGPTPreTrainedModel):
             if config.position_embedding_type == "learned"
             else None
         )
-        self.drop = nn.Dropout(config.embd_pdrop)
+        self.drop = CharGPTDropout(config.embd_pdrop)
         self.blocks = nn.ModuleList(CharGPTBlock(config, i) for i in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.post_init()
@@ -257,7 +311,7 @@ class CharGPTModel(CharGPTPreTrainedModel):
         past_key_values: Cache | None = None,
     ) -> torch.Tensor:
         B, T = input_ids.shape
-        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+        past_len = int(past_key_values.get_seq_length()) if past_key_values is not None else 0
         if position_ids is None:
             if attention_mask is not None and attention_mask.dim() == 2:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]
@@ -281,7 +335,8 @@ class CharGPTModel(CharGPTPreTrainedModel):
         rope = None
         if cfg.position_embedding_type == "rope":
             rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
-        mask = _attention_mask(attention_mask, T, past_len, B, input_ids.device)
+        kv_len = past_key_values.get_mask_sizes(T, 0)[0] if past_key_values is not None else T
+        mask = _attention_mask(attention_mask, T, past_len, B, input_ids.device, kv_len)
         for block in self.blocks:
             x = block(x, mask, rope, position_ids, past_key_values)
         return self.ln_f(x)

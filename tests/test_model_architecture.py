@@ -14,6 +14,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from variants import VARIANT_IDS, VARIANTS
 
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharGPTModel, packed_causal_mask
+from modeling_chargpt.modeling_chargpt import CharGPTDropout
 
 
 def tiny_config(position_embedding_type="learned", attention_type="causal", dropout=0.0, **kwargs) -> CharGPTConfig:
@@ -76,7 +77,8 @@ def test_structure_is_the_reference_mingpt():
         assert tuple(block.attn.proj.weight.shape) == (64, 64)
         assert block.attn.resid_drop.p == 0.1 and block.attn.attn_pdrop == 0.1
         mlp = list(block.mlp)
-        assert [type(m) for m in mlp] == [nn.Linear, nn.GELU, nn.Linear, nn.Dropout]
+        assert [type(m) for m in mlp] == [nn.Linear, nn.GELU, nn.Linear, CharGPTDropout]
+        assert isinstance(mlp[3], nn.Dropout)
         assert (mlp[0].in_features, mlp[0].out_features, mlp[2].in_features, mlp[2].out_features) == (64, 256, 256, 64)
         assert mlp[1].approximate == "none" and mlp[3].p == 0.1
     assert isinstance(t.ln_f, nn.LayerNorm)

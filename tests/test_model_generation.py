@@ -47,8 +47,10 @@ def test_greedy_with_cache_equals_without_cache(position_embedding_type, attenti
     assert torch.equal(logits[:, 6:].argmax(-1), cached[:, 7:])
 
 
+@pytest.mark.parametrize("cache_implementation", ["dynamic", "static"])
 @pytest.mark.parametrize(("position_embedding_type", "attention_type"), VARIANTS, ids=VARIANT_IDS)
-def test_left_padded_batch_gives_each_prompts_own_tokens(position_embedding_type, attention_type):
+def test_left_padded_batch_gives_each_prompts_own_tokens(position_embedding_type, attention_type, cache_implementation):
+    """Also with a preallocated (static) cache, whose unwritten slots and padded rows must stay masked."""
     model = tiny_model(position_embedding_type, attention_type)
     prompts = [torch.randint(2, 40, (n,)) for n in (9, 4, 6)]
     width = max(len(p) for p in prompts)
@@ -57,9 +59,9 @@ def test_left_padded_batch_gives_each_prompts_own_tokens(position_embedding_type
     for row, p in enumerate(prompts):
         input_ids[row, width - len(p) :] = p
         attention_mask[row, width - len(p) :] = 1
-    batch = greedy(model, input_ids, 12, attention_mask=attention_mask)
+    batch = greedy(model, input_ids, 12, attention_mask=attention_mask, cache_implementation=cache_implementation)
     for row, p in enumerate(prompts):
-        alone = greedy(model, p[None], 12)
+        alone = greedy(model, p[None], 12, use_cache=False)
         assert torch.equal(batch[row, width:], alone[0, len(p) :]), (row, batch[row, width:], alone[0, len(p) :])
 
 
