@@ -70,6 +70,11 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
     )
     set_seed(args.seed)
+    if accelerator.device.type == "cpu":
+        # Subnormal floats appear in the weights, gradients and Adam moments as training goes on; x86 CPUs
+        # process them ~100x slower, which made steps 1.8x slower after a few epochs. Flushing them to zero
+        # (|x| < 1.2e-38) changes no result that matters; GPUs run subnormals at full speed anyway.
+        torch.set_flush_denormal(True)
     return accelerator
 
 
@@ -162,6 +167,32 @@ def _save_final(
     tmp.rmdir()
 
 
+def _save_snapshot(
+    accelerator: Accelerator,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizer,
+    args: TrainingArguments,
+    epoch: int,
+    global_step: int,
+    loss: float,
+    seconds: float,
+) -> None:
+    """save_pretrained the model as it is after `epoch` epochs into OUTPUT_DIR/epoch-N (atomically)."""
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        final = Path(args.output_dir) / f"epoch-{epoch}"
+        tmp = Path(args.output_dir) / f".tmp-epoch-{epoch}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.unwrap_model(model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        with open(tmp / "train_results.json", "w") as f:
+            json.dump({"epoch": epoch, "global_step": global_step, "final_loss": loss,
+                       "train_seconds": round(seconds, 1)}, f)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    accelerator.wait_for_everyone()
+
+
 def train(
     accelerator: Accelerator,
     model: PreTrainedModel,
@@ -222,6 +253,8 @@ def train(
     bar = tqdm(total=total_steps, initial=global_step, disable=not accelerator.is_local_main_process
                or args.disable_tqdm, desc=run_name, dynamic_ncols=True)
     step_in_epoch, last_loss, interrupted = skip, float("nan"), False
+    first_step = global_step
+    save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
 
     def state_now() -> dict:
         return {"global_step": global_step, "epoch": epoch, "step_in_epoch": step_in_epoch,
@@ -260,6 +293,9 @@ def train(
                 losses.append((global_step, round(loss_value, 5)))
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", refresh=False)
+                if args.disable_tqdm and accelerator.is_main_process and global_step % (10 * args.logging_steps) == 0:
+                    logger.info("step %d/%d epoch %d loss %.4f lr %.2e %.2fs/step", global_step, total_steps,
+                                epoch + 1, loss_value, lr, (time.perf_counter() - start) / (global_step - first_step))
                 if args.report_to != "none" and global_step % args.logging_steps == 0:
                     accelerator.log({"train/loss": loss_value, "train/lr": lr, "train/epoch": epoch + 1},
                                     step=global_step)
@@ -269,6 +305,9 @@ def train(
                     break
             else:
                 epoch, step_in_epoch = epoch + 1, 0
+                if epoch in save_epochs:
+                    _save_snapshot(accelerator, model, tokenizer, args, epoch, global_step, last_loss,
+                                   time.perf_counter() - start)
                 continue
             break
     except KeyboardInterrupt:
