@@ -27,11 +27,13 @@ def predict_birthplaces(
     batch_size: int = 128,
     max_new_tokens: int = 32,
     show_progress: bool = True,
+    cache_implementation: str = "static",
 ) -> list[str]:
     """Greedy-decode up to `max_new_tokens` characters after `question + MASK`; the answer ends at the next MASK.
 
     That is the reference's `completion.split(MASK)[1]`. Prompts are sorted by length so each left-padded
-    batch wastes little; correct position ids make every row equal to its prompt decoded alone.
+    batch wastes little; correct position ids make every row equal to its prompt decoded alone. The static
+    (preallocated) KV cache writes each new key in place instead of growing the cache by concatenation.
     """
     model.eval()
     device = model.device
@@ -48,6 +50,7 @@ def predict_birthplaces(
             do_sample=False,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=mask_id,
+            cache_implementation=cache_implementation,
         )
         for i, row in zip(idx, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
             end = row.index(mask_id) if mask_id in row else len(row)
