@@ -57,7 +57,7 @@ def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, cor
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments))
-    data_args, model_args, args = parse_args(parser, argv)
+    data_args, model_args, args = parse_args(parser, argv, stage="finetune")
     pretrained = data_args.model_name_or_path is not None
     fill_reference_defaults(args, epochs=10 if pretrained else 75, batch_size=256, learning_rate=6e-4)
     accelerator = make_accelerator(args)

@@ -41,7 +41,7 @@ class PretrainDataArguments:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = HfArgumentParser((PretrainDataArguments, ModelArguments, TrainingArguments))
-    data_args, model_args, args = parse_args(parser, argv)
+    data_args, model_args, args = parse_args(parser, argv, stage="pretrain")
     fill_reference_defaults(args, **REFERENCE)
     accelerator = make_accelerator(args)
 

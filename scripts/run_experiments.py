@@ -79,6 +79,13 @@ def main() -> None:
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
+    parser.add_argument("--pretrain_epochs", type=int, default=None,
+                        help="Override the recipe's pretraining epochs (the cosine schedule spans them).")
+    parser.add_argument("--save_epochs", default="",
+                        help="Comma-separated pretraining epochs to snapshot; each snapshot is also finetuned and "
+                        "evaluated (one run gives several points of an accuracy-vs-compute curve).")
+    parser.add_argument("--skip_baselines", action="store_true",
+                        help="Only the pretrained variants (no London baseline, no finetuning from scratch).")
     opts = parser.parse_args()
 
     data, out = Path(opts.data_dir), Path(opts.out_dir)
@@ -96,18 +103,26 @@ def main() -> None:
         print(f"  {row['name']:<28} dev {acc if acc is not None else '-':>5}%   "
               f"train {row.get('train_seconds', 0):>6.0f}s", flush=True)
 
-    print(f"[{opts.recipe}] London baseline", flush=True)
-    report({"name": "london baseline", "dev": evaluate(None, dev, out / "london.dev.predictions",
-                                                        out / "london.dev.log", baseline=True)})
+    pretrain_flags = list(recipe["pretrain"])
+    if opts.pretrain_epochs is not None:
+        pretrain_flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
+    if opts.save_epochs:
+        pretrain_flags += ["--save_epochs", opts.save_epochs]
 
-    scratch_dir = out / "scratch-finetune"
-    print(f"[{opts.recipe}] no pretraining: finetune from scratch", flush=True)
-    t = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
-                                         str(train_tsv), "--output_dir", str(scratch_dir), "--disable_tqdm", "True",
-                                         *recipe["shape"], *recipe["finetune_scratch"], *extra], opts.threads),
-            out / "scratch-finetune.log")
-    report({"name": "no pretraining (learned)", "train_seconds": round(t, 1),
-            "dev": evaluate(scratch_dir, dev, out / "scratch.dev.predictions", out / "scratch.dev.log")})
+    if not opts.skip_baselines:
+        print(f"[{opts.recipe}] London baseline", flush=True)
+        report({"name": "london baseline", "dev": evaluate(None, dev, out / "london.dev.predictions",
+                                                            out / "london.dev.log", baseline=True)})
+
+        scratch_dir = out / "scratch-finetune"
+        print(f"[{opts.recipe}] no pretraining: finetune from scratch", flush=True)
+        t = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
+                                             str(train_tsv), "--output_dir", str(scratch_dir), "--disable_tqdm",
+                                             "True", *recipe["shape"], *recipe["finetune_scratch"], *extra],
+                       opts.threads),
+                out / "scratch-finetune.log")
+        report({"name": "no pretraining (learned)", "train_seconds": round(t, 1),
+                "dev": evaluate(scratch_dir, dev, out / "scratch.dev.predictions", out / "scratch.dev.log")})
 
     variants = [(v, "causal") for v in opts.variants.split(",") if v]
     if opts.synthesizer:
@@ -120,23 +135,39 @@ def main() -> None:
                      "--seed", str(seed), "--disable_tqdm", "True"]
             pre_dir, fin_dir = out / f"{name}-pretrain", out / f"{name}-finetune"
             t_pre = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir",
-                                                     str(pre_dir), *shape, *recipe["pretrain"], *extra], opts.threads),
+                                                     str(pre_dir), *shape, *pretrain_flags, *extra], opts.threads),
                         out / f"{name}-pretrain.log")
-            t_fin = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
-                                                     str(train_tsv), "--model_name_or_path", str(pre_dir),
-                                                     "--output_dir", str(fin_dir), "--seed", str(seed),
-                                                     "--disable_tqdm", "True", *recipe["finetune"], *extra],
-                                opts.threads),
-                        out / f"{name}-finetune.log")
+
+            def finetune(model_dir: Path, tag: str, seed: int = seed) -> tuple[Path, float]:
+                fin_dir = out / f"{tag}-finetune"
+                seconds = run(launch("train_finetune.py", [
+                    "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(train_tsv),
+                    "--model_name_or_path", str(model_dir), "--output_dir", str(fin_dir), "--seed", str(seed),
+                    "--disable_tqdm", "True", *recipe["finetune"], *extra], opts.threads), out / f"{tag}-finetune.log")
+                return fin_dir, seconds
+
+            fin_dir, t_fin = finetune(pre_dir, name)
+            epochs = json.loads((pre_dir / "train_results.json").read_text())["epoch"]
             row = {"name": name, "position": position, "attention": attention, "seed": seed,
-                   "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
+                   "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
                    "train_seconds": round(t_pre + t_fin, 1),
                    "dev": evaluate(fin_dir, dev, out / f"{name}.dev.predictions", out / f"{name}.dev.log")}
             if test.exists():
                 row["test"] = evaluate(fin_dir, test, out / f"{name}.test.predictions", out / f"{name}.test.log")
             report(row)
+            for snap in sorted(pre_dir.glob("epoch-*"), key=lambda p: int(p.name.split("-")[1])):
+                snap_state = json.loads((snap / "train_results.json").read_text())
+                tag = f"{name}-{snap.name}"
+                print(f"[{opts.recipe}] {tag}: finetune -> evaluate the snapshot", flush=True)
+                snap_fin, t_snap = finetune(snap, tag)
+                report({"name": tag, "position": position, "attention": attention, "seed": seed,
+                        "pretrain_epochs": snap_state["epoch"], "snapshot_of_epochs": epochs,
+                        "pretrain_seconds": snap_state["train_seconds"], "finetune_seconds": round(t_snap, 1),
+                        "train_seconds": round(snap_state["train_seconds"] + t_snap, 1),
+                        "dev": evaluate(snap_fin, dev, out / f"{tag}.dev.predictions", out / f"{tag}.dev.log")})
 
-    summary = {"recipe": opts.recipe, "data_dir": str(data), "threads": opts.threads,
+    summary = {"recipe": opts.recipe, "pretrain_epochs": opts.pretrain_epochs, "extra": opts.extra,
+               "command": " ".join(sys.argv), "data_dir": str(data), "threads": opts.threads,
                "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     lines = ["| run | dev accuracy | train wall time (s) |", "| --- | --- | --- |"]

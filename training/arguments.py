@@ -34,6 +34,12 @@ class TrainingArguments:
     """Optimisation, checkpointing and logging. `None` means: the reference value of this script."""
 
     output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
+    preset: str = field(
+        default="reference",
+        metadata={"help": "Named recipe: 'reference' (the assignment's hyperparameters) or 'cpu-fast' (no dropout, "
+                  "batch 32, lr 2e-3: more learning per epoch on a CPU). Flags you give explicitly override the "
+                  "preset's. Measured results: README 'Results'.", "choices": ["reference", "cpu-fast"]},
+    )
     num_train_epochs: int | None = field(default=None, metadata={"help": "Epochs (reference: script-specific)."})
     per_device_train_batch_size: int | None = field(default=None, metadata={"help": "Examples per step per process."})
     learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate."})
@@ -63,6 +69,12 @@ class TrainingArguments:
         metadata={"help": "Pack several examples per row: the same examples per step and the same per-example "
                   "losses as padded batches, without the PAD compute (2.5-3.5x faster on CPU). --packing False "
                   "gives the reference's padded batches."},
+    )
+    save_epochs: str = field(
+        default="",
+        metadata={"help": "Comma-separated epochs after which the model is also saved to OUTPUT_DIR/epoch-N "
+                  "(save_pretrained, with the elapsed training seconds): snapshots of one run for an "
+                  "accuracy-vs-compute curve."},
     )
     seed: int = field(default=0, metadata={"help": "Seeds Python, NumPy, torch and the corruption draws."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: all epochs)."})

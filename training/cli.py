@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging as std_logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+import yaml
 from transformers import HfArgumentParser
 from transformers.utils import logging
+
+from .presets import apply_preset, explicit_flags
 
 logger = logging.get_logger(__name__)
 
@@ -16,14 +21,24 @@ class UsageError(ValueError):
     """A bad flag combination or incompatible input, reported as one line without a traceback."""
 
 
-def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None) -> tuple:
-    """Flags, or a single JSON/YAML file holding them (`script.py args.yaml`)."""
+def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stage: str | None = None) -> tuple:
+    """Flags, or a single JSON/YAML file holding them (`script.py args.yaml`); then `--preset` for `stage`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 1 and argv[0].endswith(".json"):
-        return parser.parse_json_file(argv[0])
-    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
-        return parser.parse_yaml_file(argv[0])
-    return parser.parse_args_into_dataclasses(args=argv)
+        parsed = parser.parse_json_file(argv[0])
+        explicit = set(json.loads(Path(argv[0]).read_text()))
+    elif len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
+        parsed = parser.parse_yaml_file(argv[0])
+        explicit = set(yaml.safe_load(Path(argv[0]).read_text()) or {})
+    else:
+        parsed = parser.parse_args_into_dataclasses(args=argv)
+        explicit = explicit_flags(argv)
+    if stage is not None:
+        preset = next(obj.preset for obj in parsed if hasattr(obj, "preset"))
+        applied = apply_preset(preset, stage, parsed, explicit)
+        if applied:
+            logger.info("--preset %s sets %s", preset, applied)
+    return tuple(parsed)
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:

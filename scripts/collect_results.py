@@ -1,0 +1,111 @@
+"""Gather `run_experiments.py` outputs into one small JSON and plot dev accuracy against training wall time.
+
+    python scripts/collect_results.py out/x6/*/results.json --label_from_dir \
+        --json results/accuracy_vs_compute_cpu.json --plot docs/accuracy_vs_compute_cpu.png
+
+Each point is one pretrain -> finetune -> evaluate run; x is its pretraining + finetuning wall time, so the plot
+answers "how much accuracy does this much compute buy". Rows already in --json are kept (merged by run id), so
+runs made in different sessions accumulate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from pathlib import Path
+
+HANDOUT_BARS = {"learned": 15.0, "rope": 30.0}
+
+
+def rows_from(results_path: Path, label: str) -> list[dict]:
+    summary = json.loads(results_path.read_text())
+    rows = []
+    for run in summary["runs"]:
+        if "position" not in run or "accuracy" not in run.get("dev", {}):
+            continue
+        rows.append({
+            "id": f"{label}/{run['name']}",
+            "recipe": label,
+            "position": run["position"],
+            "attention": run["attention"],
+            "seed": run["seed"],
+            "pretrain_epochs": run.get("pretrain_epochs", summary.get("pretrain_epochs")),
+            "snapshot_of_epochs": run.get("snapshot_of_epochs"),
+            "pretrain_seconds": run["pretrain_seconds"],
+            "finetune_seconds": run["finetune_seconds"],
+            "train_minutes": round(run["train_seconds"] / 60, 2),
+            "dev_accuracy": run["dev"]["accuracy"],
+            "dev_correct": run["dev"]["correct"],
+            "dev_total": run["dev"]["total"],
+            "threads": summary.get("threads"),
+            "command": summary.get("command", ""),
+        })
+    return rows
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    series: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        series.setdefault((row["recipe"], f"{row['position']}/{row['attention']}"), []).append(row)
+    for (recipe, variant), points in sorted(series.items()):
+        points.sort(key=lambda r: r["train_minutes"])
+        xs, ys = [r["train_minutes"] for r in points], [r["dev_accuracy"] for r in points]
+        ax.plot(xs, ys, marker="o", label=f"{variant}, {recipe}")
+        for r in points:
+            if r["pretrain_epochs"]:
+                ax.annotate(f"{r['pretrain_epochs']}ep", (r["train_minutes"], r["dev_accuracy"]),
+                            textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for name, bar in HANDOUT_BARS.items():
+        ax.axhline(bar, linestyle="--", linewidth=0.8, color="gray")
+        ax.text(0.0, bar, f" handout bar ({name}) {bar:.0f}%", va="bottom", fontsize=7, color="gray",
+                transform=ax.get_yaxis_transform())
+    ax.axhline(5.0, linestyle=":", linewidth=0.8, color="gray")
+    ax.text(0.0, 5.0, " London baseline 5%", va="bottom", fontsize=7, color="gray", transform=ax.get_yaxis_transform())
+    ax.set_xlabel("pretraining + finetuning wall time (minutes)")
+    ax.set_ylabel("dev exact match (%), 500 questions")
+    ax.set_title(title, fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.93))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="+", type=Path, help="results.json files written by run_experiments.py")
+    parser.add_argument("--label_from_dir", action="store_true", help="Label each run by its folder name.")
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--plot", type=Path, required=True)
+    parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
+    opts = parser.parse_args()
+
+    existing = json.loads(opts.json.read_text())["runs"] if opts.json.exists() else []
+    merged = {row["id"]: row for row in existing}
+    for path in opts.results:
+        label = path.parent.name if opts.label_from_dir else json.loads(path.read_text())["recipe"]
+        for row in rows_from(path, label):
+            merged[row["id"]] = row
+    rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["train_minutes"]))
+    opts.json.parent.mkdir(parents=True, exist_ok=True)
+    opts.json.write_text(json.dumps({"hardware": opts.hardware, "runs": rows}, indent=2) + "\n")
+    plot(rows, opts.plot, f"chargpt on wiki.txt: dev accuracy vs training wall time ({opts.hardware})")
+    print("| recipe | variant | seed | pretrain epochs | pretrain + finetune (min) | dev accuracy |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['recipe']} | {r['position']}/{r['attention']} | {r['seed']} | {r['pretrain_epochs'] or '-'} | "
+              f"{r['train_minutes']:.1f} | {r['dev_accuracy']:.1f}% ({r['dev_correct']}/{r['dev_total']}) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""`--preset` fills what the user left unset and nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import HfArgumentParser
+
+from training import ModelArguments, TrainingArguments, UsageError, parse_args
+from training.presets import PRESETS, apply_preset, explicit_flags
+
+
+def parse(argv, stage="pretrain"):
+    return parse_args(HfArgumentParser((ModelArguments, TrainingArguments)), argv, stage=stage)
+
+
+def test_reference_preset_changes_nothing():
+    model, args = parse(["--output_dir", "x"])
+    default_model, default_args = ModelArguments(), TrainingArguments(output_dir="x")
+    assert model == default_model and args == default_args
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if n != "reference"])
+@pytest.mark.parametrize("stage", ["pretrain", "finetune"])
+def test_preset_sets_its_values(name, stage):
+    model, args = parse(["--output_dir", "x", "--preset", name], stage)
+    for field, value in PRESETS[name][stage].items():
+        assert getattr(model if hasattr(model, field) else args, field) == value
+
+
+def test_explicit_flags_win_over_the_preset():
+    model, args = parse(["--output_dir", "x", "--preset", "cpu-fast", "--learning_rate=1e-3", "--dropout", "0.2"])
+    assert args.learning_rate == 1e-3 and model.dropout == 0.2
+    untouched = {k: v for k, v in PRESETS["cpu-fast"]["pretrain"].items() if k not in ("learning_rate", "dropout")}
+    assert untouched, "the test needs a preset field that was not overridden"
+    for field, value in untouched.items():
+        assert getattr(model if hasattr(model, field) else args, field) == value
+
+
+def test_preset_from_a_json_file_respects_its_keys(tmp_path):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"output_dir": "x", "preset": "cpu-fast", "learning_rate": 5e-4}))
+    model, args = parse([str(path)])
+    assert args.learning_rate == 5e-4
+    assert args.per_device_train_batch_size == PRESETS["cpu-fast"]["pretrain"]["per_device_train_batch_size"]
+
+
+def test_unknown_preset_and_flag_names():
+    with pytest.raises(UsageError, match="unknown"):
+        apply_preset("nope", "pretrain", [ModelArguments()], set())
+    assert explicit_flags(["--a", "1", "--b=2", "value", "-c"]) == {"a", "b"}

@@ -1,0 +1,45 @@
+"""Named recipes (`--preset`): bundles of flag values that deviate from the reference on purpose.
+
+`reference` changes nothing. Every other preset only sets flags the user did not give explicitly, so
+`--preset cpu-fast --learning_rate 1e-3` keeps the rest of cpu-fast and your learning rate. The numbers each
+preset reaches, and the commands that measured them, are in README "Results".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "reference": {"pretrain": {}, "finetune": {}},
+    # Placeholder values, tuned by the experiments in README "Results".
+    "cpu-fast": {
+        "pretrain": {"dropout": 0.0, "per_device_train_batch_size": 32, "learning_rate": 2e-3, "num_train_epochs": 40},
+        "finetune": {},
+    },
+}
+
+
+def explicit_flags(argv: Sequence[str]) -> set[str]:
+    """Names of the flags present on a command line (`--name value` or `--name=value`)."""
+    return {tok[2:].split("=", 1)[0] for tok in argv if tok.startswith("--")}
+
+
+def apply_preset(name: str, stage: str, dataclasses: Iterable[Any], explicit: set[str]) -> dict[str, Any]:
+    """Set the preset's values for `stage` ('pretrain' or 'finetune') on whichever dataclass has each field.
+
+    Returns what was set, for the run card.
+    """
+    if name not in PRESETS:
+        from .cli import UsageError
+
+        raise UsageError(f"--preset {name!r}: unknown; choose one of {', '.join(PRESETS)}")
+    applied = {}
+    objects = list(dataclasses)
+    for field_name, value in PRESETS[name][stage].items():
+        if field_name in explicit:
+            continue
+        owner = next(obj for obj in objects if hasattr(obj, field_name))
+        setattr(owner, field_name, value)
+        applied[field_name] = value
+    return applied
