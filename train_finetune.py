@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser
+from transformers.utils import logging
 
 from data_scripts import PackedCollator, load_pretrain_corpus, load_qa_tsv, name_prompt_dataset, pad_collate
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
@@ -41,11 +42,16 @@ class FinetuneDataArguments:
         default=None, metadata={"help": "A pretrained chargpt folder; without it the model starts from scratch."}
     )
 
+logger = logging.get_logger(__name__)
+
 
 def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer):
     if data_args.model_name_or_path is None:
         return CharGPTForCausalLM(build_model_config(model_args, corpus_tokenizer.vocab_size)), corpus_tokenizer
-    model = CharGPTForCausalLM.from_pretrained(data_args.model_name_or_path)
+    overrides = model_args.dropout_overrides()
+    model = CharGPTForCausalLM.from_pretrained(data_args.model_name_or_path, **overrides)
+    if overrides:
+        logger.info("dropout of the loaded model set to %s", overrides)
     tokenizer = CharTokenizer.from_pretrained(data_args.model_name_or_path)
     if tokenizer.get_vocab() != corpus_tokenizer.get_vocab():
         raise UsageError(

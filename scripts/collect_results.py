@@ -57,7 +57,8 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     for (recipe, variant), points in sorted(series.items()):
         points.sort(key=lambda r: r["train_minutes"])
         xs, ys = [r["train_minutes"] for r in points], [r["dev_accuracy"] for r in points]
-        ax.plot(xs, ys, marker="o", label=f"{variant}, {recipe}")
+        snapshots = any(r.get("snapshot_of_epochs") for r in points)
+        ax.plot(xs, ys, marker="o", label=f"{variant}, {recipe}" + (" (snapshots of one run)" if snapshots else ""))
         for r in points:
             if r["pretrain_epochs"]:
                 ax.annotate(f"{r['pretrain_epochs']}ep", (r["train_minutes"], r["dev_accuracy"]),

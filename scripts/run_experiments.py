@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -97,8 +98,19 @@ def main() -> None:
     rows: list[dict] = []
     total_start = time.perf_counter()
 
+    def write_summary() -> dict:
+        """Rewritten after every row (atomically), so a run stopped halfway still leaves its finished rows."""
+        summary = {"recipe": opts.recipe, "pretrain_epochs": opts.pretrain_epochs, "extra": opts.extra,
+                   "command": shlex.join(["python", *sys.argv]), "data_dir": str(data), "threads": opts.threads,
+                   "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
+        tmp = out / "results.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, out / "results.json")
+        return summary
+
     def report(row: dict) -> None:
         rows.append(row)
+        write_summary()
         acc = row.get("dev", {}).get("accuracy")
         print(f"  {row['name']:<28} dev {acc if acc is not None else '-':>5}%   "
               f"train {row.get('train_seconds', 0):>6.0f}s", flush=True)
@@ -166,10 +178,7 @@ def main() -> None:
                         "train_seconds": round(snap_state["train_seconds"] + t_snap, 1),
                         "dev": evaluate(snap_fin, dev, out / f"{tag}.dev.predictions", out / f"{tag}.dev.log")})
 
-    summary = {"recipe": opts.recipe, "pretrain_epochs": opts.pretrain_epochs, "extra": opts.extra,
-               "command": " ".join(sys.argv), "data_dir": str(data), "threads": opts.threads,
-               "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
-    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    summary = write_summary()
     lines = ["| run | dev accuracy | train wall time (s) |", "| --- | --- | --- |"]
     for row in rows:
         dev_row = row.get("dev", {})

@@ -50,3 +50,23 @@ def test_unknown_preset_and_flag_names():
     with pytest.raises(UsageError, match="unknown"):
         apply_preset("nope", "pretrain", [ModelArguments()], set())
     assert explicit_flags(["--a", "1", "--b=2", "value", "-c"]) == {"a", "b"}
+
+
+def test_dropout_is_reference_for_new_models_and_kept_for_loaded_ones_unless_given():
+    from training import build_model_config
+
+    assert ModelArguments().dropout is None and ModelArguments().dropout_overrides() == {}
+    cfg = build_model_config(ModelArguments(), vocab_size=40)
+    assert (cfg.embd_pdrop, cfg.resid_pdrop, cfg.attn_pdrop) == (0.1, 0.1, 0.1)
+    assert ModelArguments(dropout=0.2).dropout_overrides() == {"embd_pdrop": 0.2, "resid_pdrop": 0.2, "attn_pdrop": 0.2}
+    assert ModelArguments(dropout=0.0, attn_dropout=0.3).dropout_overrides()["attn_pdrop"] == 0.3
+
+
+def test_a_loaded_model_takes_the_overrides(tmp_path):
+    from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
+
+    CharGPTForCausalLM(CharGPTConfig(vocab_size=40, block_size=16, n_layer=1, n_head=2, n_embd=16,
+                                     embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0)).save_pretrained(tmp_path)
+    model = CharGPTForCausalLM.from_pretrained(tmp_path, **ModelArguments(dropout=0.1).dropout_overrides())
+    assert model.transformer.drop.p == 0.1 and model.transformer.blocks[0].attn.attn_pdrop == 0.1
+    assert model.transformer.blocks[0].mlp[3].p == 0.1 and model.transformer.blocks[0].attn.resid_drop.p == 0.1

@@ -23,10 +23,23 @@ class ModelArguments:
         default="learned", metadata={"help": "Position encoding.", "choices": list(POSITION_EMBEDDING_TYPES)}
     )
     attention_type: str = field(default="causal", metadata={"help": "Attention.", "choices": list(ATTENTION_TYPES)})
-    dropout: float = field(default=0.1, metadata={"help": "embd/resid dropout (reference 0.1)."})
+    dropout: float | None = field(
+        default=None,
+        metadata={"help": "embd/resid dropout: 0.1 (reference) for a new model; a loaded model keeps its own "
+                  "unless this is given."},
+    )
     attn_dropout: float | None = field(
         default=None, metadata={"help": "Attention dropout; defaults to --dropout (reference 0.1)."}
     )
+
+    def dropout_overrides(self) -> dict[str, float]:
+        """Config fields to override on a loaded model: only the rates given on the command line (or by a preset)."""
+        out = {}
+        if self.dropout is not None:
+            out.update(embd_pdrop=self.dropout, resid_pdrop=self.dropout, attn_pdrop=self.dropout)
+        if self.attn_dropout is not None:
+            out["attn_pdrop"] = self.attn_dropout
+        return out
 
 
 @dataclass
@@ -99,7 +112,7 @@ def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTCo
     """The model config a from-scratch run asks for; an invalid combination becomes a one-line usage error."""
     from .cli import UsageError
 
-    dropout = model_args.dropout
+    dropout = 0.1 if model_args.dropout is None else model_args.dropout
     try:
         return CharGPTConfig(
             vocab_size=vocab_size,
