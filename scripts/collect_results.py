@@ -22,7 +22,16 @@ def rows_from(results_path: Path, label: str) -> list[dict]:
     summary = json.loads(results_path.read_text())
     rows = []
     for run in summary["runs"]:
-        if "position" not in run or "accuracy" not in run.get("dev", {}):
+        if "accuracy" not in run.get("dev", {}):
+            continue
+        if "position" not in run:  # London baseline or finetuning from scratch: no pretraining
+            rows.append({
+                "id": f"{label}/{run['name']}", "recipe": label, "baseline": run["name"], "position": "-",
+                "attention": "-", "seed": 0, "pretrain_epochs": 0,
+                "train_minutes": round(run.get("train_seconds", 0) / 60, 2), "dev_accuracy": run["dev"]["accuracy"],
+                "dev_correct": run["dev"]["correct"], "dev_total": run["dev"]["total"],
+                "threads": summary.get("threads"), "command": summary.get("command", ""),
+            })
             continue
         rows.append({
             "id": f"{label}/{run['name']}",
@@ -53,6 +62,8 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     series: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
+        if row.get("baseline"):
+            continue
         series.setdefault((row["recipe"], f"{row['position']}/{row['attention']}"), []).append(row)
     for (recipe, variant), points in sorted(series.items()):
         points.sort(key=lambda r: r["train_minutes"])
@@ -61,12 +72,17 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
         ax.plot(xs, ys, marker="o", label=f"{variant}, {recipe}" + (" (snapshots of one run)" if snapshots else ""))
         for r in points:
             if r["pretrain_epochs"]:
-                ax.annotate(f"{r['pretrain_epochs']}ep", (r["train_minutes"], r["dev_accuracy"]),
+                ax.annotate(f"{r['pretrain_epochs']:g}ep", (r["train_minutes"], r["dev_accuracy"]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
     for name, bar in HANDOUT_BARS.items():
         ax.axhline(bar, linestyle="--", linewidth=0.8, color="gray")
         ax.text(0.0, bar, f" handout bar ({name}) {bar:.0f}%", va="bottom", fontsize=7, color="gray",
                 transform=ax.get_yaxis_transform())
+    for row in rows:
+        if row.get("baseline", "").startswith("no pretraining"):
+            ax.axhline(row["dev_accuracy"], linestyle=":", linewidth=0.8, color="tab:red")
+            ax.text(0.0, row["dev_accuracy"], f" no pretraining {row['dev_accuracy']:.1f}%", ha="left", va="bottom",
+                    fontsize=7, color="tab:red", transform=ax.get_yaxis_transform())
     ax.axhline(5.0, linestyle=":", linewidth=0.8, color="gray")
     ax.text(0.0, 5.0, " London baseline 5%", va="bottom", fontsize=7, color="gray", transform=ax.get_yaxis_transform())
     ax.set_xlabel("pretraining + finetuning wall time (minutes)")
@@ -97,14 +113,15 @@ def main() -> None:
         label = path.parent.name if opts.label_from_dir else json.loads(path.read_text())["recipe"]
         for row in rows_from(path, label):
             merged[row["id"]] = row
-    rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["train_minutes"]))
+    rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["pretrain_epochs"] or 0))
     opts.json.parent.mkdir(parents=True, exist_ok=True)
     opts.json.write_text(json.dumps({"hardware": opts.hardware, "runs": rows}, indent=2) + "\n")
     plot(rows, opts.plot, f"chargpt on wiki.txt: dev accuracy vs training wall time ({opts.hardware})")
     print("| recipe | variant | seed | pretrain epochs | pretrain + finetune (min) | dev accuracy |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['recipe']} | {r['position']}/{r['attention']} | {r['seed']} | {r['pretrain_epochs'] or '-'} | "
+        variant = r.get("baseline") or f"{r['position']}/{r['attention']}"
+        print(f"| {r['recipe']} | {variant} | {r['seed']} | {r['pretrain_epochs'] or '-'} | "
               f"{r['train_minutes']:.1f} | {r['dev_accuracy']:.1f}% ({r['dev_correct']}/{r['dev_total']}) |")
 
 
