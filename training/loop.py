@@ -187,7 +187,7 @@ def _save_snapshot(
         tokenizer.save_pretrained(tmp)
         with open(tmp / "train_results.json", "w") as f:
             json.dump({"epoch": epoch, "global_step": global_step, "final_loss": loss,
-                       "train_seconds": round(seconds, 1)}, f)
+                       "train_seconds": round(seconds, 3)}, f)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     accelerator.wait_for_everyone()
