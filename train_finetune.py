@@ -33,6 +33,8 @@ from training import (
     train,
 )
 
+logger = logging.get_logger(__name__)
+
 
 @dataclass
 class FinetuneDataArguments:
@@ -41,8 +43,6 @@ class FinetuneDataArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "A pretrained chargpt folder; without it the model starts from scratch."}
     )
-
-logger = logging.get_logger(__name__)
 
 
 def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer):

@@ -135,6 +135,17 @@ def _save_checkpoint(accelerator: Accelerator, args: TrainingArguments, state: d
     return final
 
 
+def _write_pretrained(
+    accelerator: Accelerator, model: PreTrainedModel, tokenizer: PreTrainedTokenizer, folder: Path, results: dict
+) -> None:
+    """A fresh `folder` with save_pretrained's model and tokenizer files and `train_results.json`."""
+    shutil.rmtree(folder, ignore_errors=True)
+    accelerator.unwrap_model(model).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with open(folder / "train_results.json", "w") as f:
+        json.dump(results, f)
+
+
 def _save_final(
     accelerator: Accelerator,
     model: PreTrainedModel,
@@ -149,17 +160,13 @@ def _save_final(
         return
     out = Path(args.output_dir)
     tmp = out / ".tmp-final"
-    shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.unwrap_model(model).save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
     summary = {
         "global_step": result.global_step,
         "epoch": result.epoch,
         "final_loss": result.final_loss,
         "train_seconds": round(result.train_seconds, 1),
     }
-    with open(tmp / "train_results.json", "w") as f:
-        json.dump({**summary, "losses": result.losses}, f)
+    _write_pretrained(accelerator, model, tokenizer, tmp, {**summary, "losses": result.losses})
     write_model_card(tmp / "README.md", {**card, **summary})
     plot_loss_curve(result.losses, tmp / "loss_curve.png", title=card.get("title", "training loss"))
     for item in tmp.iterdir():
@@ -182,12 +189,8 @@ def _save_snapshot(
     if accelerator.is_main_process:
         final = Path(args.output_dir) / f"epoch-{epoch}"
         tmp = Path(args.output_dir) / f".tmp-epoch-{epoch}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.unwrap_model(model).save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        with open(tmp / "train_results.json", "w") as f:
-            json.dump({"epoch": epoch, "global_step": global_step, "final_loss": loss,
-                       "train_seconds": round(seconds, 3)}, f)
+        _write_pretrained(accelerator, model, tokenizer, tmp, {"epoch": epoch, "global_step": global_step,
+                                                               "final_loss": loss, "train_seconds": round(seconds, 3)})
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     accelerator.wait_for_everyone()
