@@ -75,3 +75,30 @@ def test_packed_mask_gradients_match_sdpa():
         grads.append([q.grad, k.grad, v.grad])
     for a, b in zip(*grads, strict=True):
         assert (a - b).abs().max() < 1e-5
+
+
+def test_bf16_training_on_cpu_takes_the_matmul_path_and_matches_fp32(monkeypatch):
+    """Under CPU autocast bf16 (`--mixed_precision fast` on an AMX CPU) training avoids SDPA's slow bf16 backward."""
+    torch.manual_seed(0)
+    cfg = CharGPTConfig(vocab_size=20, block_size=16, n_layer=2, n_head=2, n_embd=32, embd_pdrop=0.0,
+                        resid_pdrop=0.0, attn_pdrop=0.0)
+    model = CharGPTForCausalLM(cfg).train()
+    x = torch.randint(2, 20, (3, 16))
+    mask = packed_causal_mask(torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 0, 1, 2]] * 3))
+    fp32_loss = model(input_ids=x, labels=x, attention_mask=mask).loss
+    calls = []
+    import modeling_chargpt.modeling_chargpt as mod
+
+    original = mod.attention_with_dropout
+    monkeypatch.setattr(mod, "attention_with_dropout", lambda *a: calls.append(a[0].dtype) or original(*a))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16_loss = model(input_ids=x, labels=x, attention_mask=mask).loss
+    bf16_loss.backward()
+    assert calls == [torch.bfloat16, torch.bfloat16]
+    assert abs(bf16_loss.item() - fp32_loss.item()) < 0.02 * fp32_loss.item()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+    calls.clear()
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=x, attention_mask=mask)
+    assert calls == []  # inference keeps SDPA

@@ -70,3 +70,15 @@ def test_a_loaded_model_takes_the_overrides(tmp_path):
     model = CharGPTForCausalLM.from_pretrained(tmp_path, **ModelArguments(dropout=0.1).dropout_overrides())
     assert model.transformer.drop.p == 0.1 and model.transformer.blocks[0].attn.attn_pdrop == 0.1
     assert model.transformer.blocks[0].mlp[3].p == 0.1 and model.transformer.blocks[0].attn.resid_drop.p == 0.1
+
+
+def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch):
+    import training.loop as loop
+
+    assert isinstance(loop.cpu_has_fast_bf16(), bool)
+    monkeypatch.setattr(loop.torch.cuda, "is_available", lambda: False)
+    for amx, expected in ((True, "bf16"), (False, "no")):
+        monkeypatch.setattr(loop, "cpu_has_fast_bf16", lambda amx=amx: amx)
+        assert loop.resolve_precision("fast") == expected
+        assert loop.resolve_precision("auto") == "no"  # the reference's fp32 on any CPU
+        assert loop.resolve_precision("bf16") == "bf16" and loop.resolve_precision("no") == "no"

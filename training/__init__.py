@@ -2,7 +2,16 @@
 
 from .arguments import ModelArguments, TrainingArguments, build_model_config, fill_reference_defaults
 from .cli import UsageError, parse_args, run_cli
-from .loop import TrainingDivergedError, TrainResult, build_optimizer, find_latest_checkpoint, make_accelerator, train
+from .loop import (
+    TrainingDivergedError,
+    TrainResult,
+    build_optimizer,
+    cpu_has_fast_bf16,
+    find_latest_checkpoint,
+    make_accelerator,
+    resolve_precision,
+    train,
+)
 from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
 
@@ -18,6 +27,8 @@ __all__ = [
     "fill_reference_defaults",
     "find_latest_checkpoint",
     "make_accelerator",
+    "cpu_has_fast_bf16",
+    "resolve_precision",
     "parse_args",
     "report_done",
     "run_card",
