@@ -2,10 +2,11 @@
 
     python benchmarks/bench_train.py --data_dir ../shared/data [--steps 6] [--threads 2] [--json out.json]
 
-All three train the reference configuration (4 layers, 8 heads, 256 dims, block 128, dropout 0.1, AdamW) on the
+All of them train the reference configuration (4 layers, 8 heads, 256 dims, block 128, dropout 0.1, AdamW) on the
 same real batches: 128 span-corruption examples from wiki.txt and 128 name prompts from the finetuning TSV (the
 pretraining batch size, so the two rows compare). Reported: median step time and useful tokens per second,
 where useful = target positions that are not PAD (what the loss is computed on), and the ratios to the yardstick.
+Where bf16 is fast (a GPU that has it, a CPU with AMX), (d) = (c) under bf16 autocast, as `--mixed_precision fast`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from data_scripts import (  # noqa: E402
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+from training.loop import resolve_precision  # noqa: E402
 
 
 class ReferenceSelfAttention(nn.Module):
@@ -99,12 +101,14 @@ def time_steps(step, batches: list, n: int) -> list[float]:
     return times[1:]
 
 
-def make_step(model: nn.Module, loss_fn):
+def make_step(model: nn.Module, loss_fn, bf16: bool = False):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     model.train()
+    device_type = next(model.parameters()).device.type
 
     def step(batch):
-        loss = loss_fn(model, batch)
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):  # what Accelerate's bf16 does
+            loss = loss_fn(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -121,7 +125,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time (d) packed under bf16 autocast (--mixed_precision fast); default: on a GPU "
+                             "with bf16 or a CPU with AMX, where bf16 is fast")
     opts = parser.parse_args()
+    if opts.bf16 is None:
+        opts.bf16 = resolve_precision("fast") == "bf16"
     torch.set_num_threads(opts.threads)
     torch.manual_seed(0)
     device = torch.device(opts.device)
@@ -148,7 +157,8 @@ def main() -> None:
 
     cfg = CharGPTConfig(vocab_size=tok.vocab_size, block_size=block)
     results = {"device": str(device), "threads": opts.threads, "torch": torch.__version__,
-               "cpu": platform.processor() or platform.machine(), "batch_size": opts.batch_size, "rows": []}
+               "cpu": platform.processor() or platform.machine(), "bf16": opts.bf16, "batch_size": opts.batch_size,
+               "rows": []}
     for kind, (padded, packed, useful, pad_frac, packed_rows) in kinds.items():
         torch.manual_seed(0)
         ref = ReferenceGPT(tok.vocab_size, block).to(device)
@@ -160,6 +170,11 @@ def main() -> None:
             ("(b) chargpt, padded", our_step, [to_dev(b) for b in padded]),
             ("(c) chargpt, packed", our_step, [to_dev(b) for b in packed]),
         ]
+        if opts.bf16:
+            torch.manual_seed(0)
+            ours_bf16 = CharGPTForCausalLM(cfg).to(device)
+            variants.append(("(d) chargpt, packed, bf16", make_step(ours_bf16, lambda m, b: m(**b).loss, bf16=True),
+                             [to_dev(b) for b in packed]))
         base = None
         for name, step, batches in variants:
             times = time_steps(step, batches, opts.steps)

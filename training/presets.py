@@ -19,7 +19,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "cpu-fast": {
         "pretrain": {"dropout": 0.0, "per_device_train_batch_size": 32, "learning_rate": 2e-3,
                      "num_train_epochs": 220, "mixed_precision": "fast"},
-        "finetune": {"mixed_precision": "fast"},
+        # A pretrained model keeps its facts with a gentler finetuning: lr 7.5e-5 instead of 6e-4 took the 220-epoch
+        # models from 8.6% to 19.0% (learned) and 14.6% to 24.2% (rope) dev (a sweep on dev: README "Results").
+        "finetune": {"mixed_precision": "fast", "learning_rate": 7.5e-5},
     },
 }
 

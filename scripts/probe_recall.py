@@ -1,0 +1,53 @@
+"""Has a pretrained model memorised the dev birthplaces? Asks it to continue its own wiki.txt line.
+
+    python scripts/probe_recall.py MODEL_DIR [--data_dir ../shared/data]
+
+For each dev question whose place occurs in the person's wiki.txt line (before character 120), the line up to
+the place is the prompt and greedy decoding must continue with the place. High recall with low finetuned
+accuracy means the finetuning, not the pretraining, loses the facts (README "Results").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data_scripts import load_qa_tsv  # noqa: E402
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir")
+    parser.add_argument("--data_dir", default="../shared/data")
+    opts = parser.parse_args()
+    tok = CharTokenizer.from_pretrained(opts.model_dir)
+    model = CharGPTForCausalLM.from_pretrained(opts.model_dir).eval()
+    lines = (Path(opts.data_dir) / "wiki.txt").read_text(encoding="utf-8").splitlines()
+    line_of = {line.split(". ", 1)[0]: line for line in lines}
+    questions = load_qa_tsv(str(Path(opts.data_dir) / "birth_dev.tsv"), model.config.block_size)
+    found = recalled = 0
+    for question, place in zip(questions["question"], questions["answer"], strict=True):
+        line = line_of.get(question[len("Where was "):-len(" born?")], "")
+        idx = line.find(place) if place else -1
+        if idx < 0 or idx >= model.config.block_size - 8:
+            continue
+        found += 1
+        ids = torch.tensor([tok.encode_text(line[:idx])])
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=min(len(place), model.config.block_size - 1 - idx),
+                                 do_sample=False)
+        got = tok.decode(out[0, ids.shape[1]:].tolist())
+        recalled += bool(got) and place.startswith(got)
+    total = len(questions["question"])
+    print(f"{opts.model_dir}: {total} dev questions, {found} with the place in their line, recalled {recalled} "
+          f"({100 * recalled / max(found, 1):.1f}% of those)")
+
+
+if __name__ == "__main__":
+    main()
