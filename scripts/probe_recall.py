@@ -17,20 +17,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_scripts import load_qa_tsv  # noqa: E402
+from data_scripts import DataFileError, load_qa_tsv, read_text_file  # noqa: E402
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir")
-    parser.add_argument("--data_dir", default="../shared/data")
-    opts = parser.parse_args()
-    tok = CharTokenizer.from_pretrained(opts.model_dir)
-    model = CharGPTForCausalLM.from_pretrained(opts.model_dir).eval()
-    lines = (Path(opts.data_dir) / "wiki.txt").read_text(encoding="utf-8").splitlines()
+def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:
+    """(dev questions, those whose place is in their wiki.txt line, places the model continues the line with)."""
+    if not (Path(model_dir) / "config.json").is_file():
+        raise DataFileError(Path(model_dir), None, "not a saved chargpt model (no config.json)")
+    tok = CharTokenizer.from_pretrained(model_dir)
+    model = CharGPTForCausalLM.from_pretrained(model_dir).eval()
+    lines = read_text_file(Path(data_dir) / "wiki.txt").splitlines()
     line_of = {line.split(". ", 1)[0]: line for line in lines}
-    questions = load_qa_tsv(str(Path(opts.data_dir) / "birth_dev.tsv"), model.config.block_size)
+    questions = load_qa_tsv(Path(data_dir) / "birth_dev.tsv", model.config.block_size)
     found = recalled = 0
     for question, place in zip(questions["question"], questions["answer"], strict=True):
         line = line_of.get(question[len("Where was "):-len(" born?")], "")
@@ -44,7 +43,18 @@ def main() -> None:
                                  do_sample=False)
         got = tok.decode(out[0, ids.shape[1]:].tolist())
         recalled += bool(got) and place.startswith(got)
-    total = len(questions["question"])
+    return len(questions["question"]), found, recalled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir")
+    parser.add_argument("--data_dir", default="../shared/data")
+    opts = parser.parse_args()
+    try:
+        total, found, recalled = probe(opts.model_dir, opts.data_dir)
+    except (DataFileError, OSError) as err:
+        sys.exit(f"probe_recall.py: {err}")
     print(f"{opts.model_dir}: {total} dev questions, {found} with the place in their line, recalled {recalled} "
           f"({100 * recalled / max(found, 1):.1f}% of those)")
 

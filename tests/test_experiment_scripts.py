@@ -45,3 +45,60 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     assert [r["pretrain_epochs"] for r in collected] == [1, 2.0]
     assert (tmp_path / "acc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| exp | learned/causal | 0 | 1 |" in table
+
+
+def _load_probe_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_recall", ROOT / "scripts" / "probe_recall.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
+    import types
+
+    import torch
+
+    from modeling_chargpt import CharTokenizer
+
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
+    lines = (world / "wiki.txt").read_text(encoding="utf-8").splitlines()
+    tok = CharTokenizer.from_corpus("\n".join(lines))
+    model_dir = tmp_path / "model"
+    tok.save_pretrained(model_dir)
+    (model_dir / "config.json").write_text("{}")
+    line_of = {line.split(". ", 1)[0]: line for line in lines}
+    expected_found = 0
+    for row in (world / "birth_dev.tsv").read_text(encoding="utf-8").splitlines():
+        question, place = row.split("\t")
+        line = line_of.get(question[len("Where was "):-len(" born?")], "")
+        expected_found += 0 <= line.find(place) < 120
+    assert expected_found > 0
+
+    class Oracle:  # continues every prompt with the rest of the wiki.txt line it starts: perfect recall
+        config = types.SimpleNamespace(block_size=128)
+
+        def eval(self):
+            return self
+
+        def generate(self, ids, max_new_tokens, do_sample):
+            prompt = tok.decode(ids[0].tolist())
+            rest = next(line[len(prompt):] for line in lines if line.startswith(prompt))
+            return torch.cat([ids, torch.tensor([tok.encode_text(rest[:max_new_tokens])])], dim=1)
+
+    probe = _load_probe_module()
+    monkeypatch.setattr(probe.CharGPTForCausalLM, "from_pretrained", lambda path: Oracle())
+    assert probe.probe(str(model_dir), str(world)) == (20, expected_found, expected_found)
+    Oracle.generate = lambda self, ids, max_new_tokens, do_sample: torch.cat([ids, ids[:, :1]], dim=1)
+    total, found, recalled = probe.probe(str(model_dir), str(world))
+    assert (total, found) == (20, expected_found) and recalled < found
+
+
+def test_probe_recall_reports_a_bad_model_dir_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "scripts/probe_recall.py", str(tmp_path / "missing"), "--data_dir",
+                           str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "not a saved chargpt model" in proc.stderr

@@ -57,7 +57,7 @@ class CountingCollate:
 
 
 def cpu_has_fast_bf16() -> bool:
-    """True when this CPU has AMX bf16 tiles, where bf16 matmuls run ~9x faster than fp32 (measured here)."""
+    """True when this CPU has AMX bf16 tiles: bf16 matmuls ~10x faster than fp32 there (benchmarks/bench_bf16.py)."""
     probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
     return bool(probe()) if probe is not None else False
 
