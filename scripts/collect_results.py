@@ -6,6 +6,10 @@
 Each point is one pretrain -> finetune -> evaluate run; x is its pretraining + finetuning wall time, so the plot
 answers "how much accuracy does this much compute buy". Rows already in --json are kept (merged by run id), so
 runs made in different sessions accumulate.
+
+`--finetune_sweep FILE --sweep_lr LR` adds the points of a finetuning sweep (rows naming their pretrained model in
+`command`) at one learning rate: each is priced as that model's pretraining time, taken from the row already
+collected for it, plus its own finetuning time.
 """
 
 from __future__ import annotations
@@ -53,13 +57,36 @@ def rows_from(results_path: Path, label: str) -> list[dict]:
     return rows
 
 
+def sweep_rows(sweep_path: Path, lr: float, epochs: int, collected: dict[str, dict]) -> list[dict]:
+    """Rows for the sweep runs at (lr, epochs), each joined with the collected run of the model it finetuned."""
+    rows = []
+    for run in json.loads(sweep_path.read_text())["runs"]:
+        if run["finetune_learning_rate"] != lr or run["finetune_epochs"] != epochs:
+            continue
+        words = run["command"].split()
+        model = Path(words[words.index("--model_name_or_path") + 1])
+        snapshot = model.name if model.name.startswith("epoch-") else None
+        pretrain_dir = model.parent if snapshot else model
+        name = pretrain_dir.name.removesuffix("-pretrain") + (f"-{snapshot}" if snapshot else "")
+        base_id = f"{pretrain_dir.parent.name}/{name}"
+        if base_id not in collected:
+            raise SystemExit(f"{sweep_path}: no collected run {base_id!r} to take the pretraining time from")
+        base = collected[base_id]
+        recipe = f"{base['recipe']} + finetuning lr {lr:g}"
+        seconds = base["pretrain_seconds"] + run["finetune_seconds"]
+        rows.append(dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_seconds=run["finetune_seconds"],
+                         train_minutes=round(seconds / 60, 2), dev_accuracy=run["dev_accuracy"],
+                         dev_correct=run["dev_correct"], dev_total=run["dev_total"], command=run["command"]))
+    return rows
+
+
 def plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     series: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         if row.get("baseline"):
@@ -89,9 +116,12 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     ax.set_ylabel("dev exact match (%), 500 questions")
     ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
+    right = max((r["train_minutes"] for r in rows), default=60.0)
+    ax.set_xlim(left=0, right=max(right, 60.0) * 1.08)  # room for the last point's label
+    ax.axvline(60.0, linestyle="--", linewidth=0.8, color="gray")
+    ax.text(60.0, 0.99, " 60-minute goal", va="top", fontsize=7, color="gray", transform=ax.get_xaxis_transform())
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.93))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the points stay visible
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -100,10 +130,13 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="+", type=Path, help="results.json files written by run_experiments.py")
+    parser.add_argument("results", nargs="*", type=Path, help="results.json files written by run_experiments.py")
     parser.add_argument("--label_from_dir", action="store_true", help="Label each run by its folder name.")
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--plot", type=Path, required=True)
+    parser.add_argument("--finetune_sweep", type=Path, help="A finetuning sweep JSON (see above).")
+    parser.add_argument("--sweep_lr", type=float, help="The sweep's learning rate to plot.")
+    parser.add_argument("--sweep_epochs", type=int, default=10)
     parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
     opts = parser.parse_args()
 
@@ -112,6 +145,11 @@ def main() -> None:
     for path in opts.results:
         label = path.parent.name if opts.label_from_dir else json.loads(path.read_text())["recipe"]
         for row in rows_from(path, label):
+            merged[row["id"]] = row
+    if opts.finetune_sweep:
+        if opts.sweep_lr is None:
+            parser.error("--finetune_sweep needs --sweep_lr")
+        for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs, merged):
             merged[row["id"]] = row
     rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["pretrain_epochs"] or 0))
     opts.json.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from data_scripts import write_synthetic_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,13 +49,39 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     assert "| exp | learned/causal | 0 | 1 |" in table
 
 
-def _load_probe_module():
+def _load_script(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("probe_recall", ROOT / "scripts" / "probe_recall.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_probe_module():
+    return _load_script("probe_recall")
+
+
+def test_finetune_sweep_points_are_priced_with_their_models_pretraining(tmp_path):
+    collect = _load_script("collect_results")
+    base = {"id": "e220/rope-causal-seed0-epoch-160", "recipe": "e220", "position": "rope", "attention": "causal",
+            "seed": 0, "pretrain_epochs": 160, "snapshot_of_epochs": 220, "pretrain_seconds": 1800.0,
+            "finetune_seconds": 60.0, "train_minutes": 31.0, "dev_accuracy": 16.6, "dev_correct": 83,
+            "dev_total": 500}
+    cmd = "accelerate launch train_finetune.py --model_name_or_path out/e220/rope-causal-seed0-pretrain/epoch-160 --x 1"
+    sweep = tmp_path / "sweep.json"
+    runs = [{"finetune_learning_rate": lr, "finetune_epochs": 10, "finetune_seconds": 90, "dev_accuracy": acc,
+             "dev_correct": int(acc * 5), "dev_total": 500, "command": cmd}
+            for lr, acc in ((7.5e-5, 21.6), (6e-4, 9.0))]
+    sweep.write_text(json.dumps({"runs": runs}))
+    rows = collect.sweep_rows(sweep, 7.5e-5, 10, {base["id"]: base})
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["train_minutes"] == round((1800 + 90) / 60, 2) and row["dev_accuracy"] == 21.6
+    assert row["pretrain_epochs"] == 160 and row["snapshot_of_epochs"] == 220 and row["command"] == cmd
+    assert row["id"] != base["id"]
+    with pytest.raises(SystemExit, match="no collected run"):
+        collect.sweep_rows(sweep, 7.5e-5, 10, {})
 
 
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
