@@ -58,10 +58,6 @@ def _load_script(name: str):
     return module
 
 
-def _load_probe_module():
-    return _load_script("probe_recall")
-
-
 def test_finetune_sweep_points_are_priced_with_their_models_pretraining(tmp_path):
     collect = _load_script("collect_results")
     base = {"id": "e220/rope-causal-seed0-epoch-160", "recipe": "e220", "position": "rope", "attention": "causal",
@@ -117,7 +113,7 @@ def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(
             rest = next(line[len(prompt):] for line in lines if line.startswith(prompt))
             return torch.cat([ids, torch.tensor([tok.encode_text(rest[:max_new_tokens])])], dim=1)
 
-    probe = _load_probe_module()
+    probe = _load_script("probe_recall")
     monkeypatch.setattr(probe.CharGPTForCausalLM, "from_pretrained", lambda path: Oracle())
     assert probe.probe(str(model_dir), str(world)) == (20, expected_found, expected_found)
     Oracle.generate = lambda self, ids, max_new_tokens, do_sample: torch.cat([ids, ids[:, :1]], dim=1)
