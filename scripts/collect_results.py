@@ -59,25 +59,36 @@ def rows_from(results_path: Path, label: str) -> list[dict]:
 
 def sweep_rows(sweep_path: Path, lr: float, epochs: int, collected: dict[str, dict]) -> list[dict]:
     """Rows for the sweep runs at (lr, epochs), each joined with the collected run of the model it finetuned."""
+    try:
+        runs = json.loads(sweep_path.read_text())["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"{sweep_path}: not a finetuning sweep JSON with a 'runs' list ({err})") from None
     rows = []
-    for run in json.loads(sweep_path.read_text())["runs"]:
-        if run["finetune_learning_rate"] != lr or run["finetune_epochs"] != epochs:
-            continue
-        words = run["command"].split()
-        model = Path(words[words.index("--model_name_or_path") + 1])
-        snapshot = model.name if model.name.startswith("epoch-") else None
-        pretrain_dir = model.parent if snapshot else model
-        name = pretrain_dir.name.removesuffix("-pretrain") + (f"-{snapshot}" if snapshot else "")
-        base_id = f"{pretrain_dir.parent.name}/{name}"
-        if base_id not in collected:
-            raise SystemExit(f"{sweep_path}: no collected run {base_id!r} to take the pretraining time from")
-        base = collected[base_id]
-        recipe = f"{base['recipe']} + finetuning lr {lr:g}"
-        seconds = base["pretrain_seconds"] + run["finetune_seconds"]
-        rows.append(dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_seconds=run["finetune_seconds"],
-                         train_minutes=round(seconds / 60, 2), dev_accuracy=run["dev_accuracy"],
-                         dev_correct=run["dev_correct"], dev_total=run["dev_total"], command=run["command"]))
+    for i, run in enumerate(runs):
+        try:
+            if run["finetune_learning_rate"] == lr and run["finetune_epochs"] == epochs:
+                rows.append(_sweep_row(run, lr, collected, sweep_path))
+        except (KeyError, ValueError, IndexError, TypeError) as err:
+            raise SystemExit(f"{sweep_path}: runs[{i}]: needs finetune_learning_rate, finetune_epochs, "
+                             f"finetune_seconds, dev_* and a command with --model_name_or_path ({err!r})") from None
     return rows
+
+
+def _sweep_row(run: dict, lr: float, collected: dict[str, dict], sweep_path: Path) -> dict:
+    words = run["command"].split()
+    model = Path(words[words.index("--model_name_or_path") + 1])
+    snapshot = model.name if model.name.startswith("epoch-") else None
+    pretrain_dir = model.parent if snapshot else model
+    name = pretrain_dir.name.removesuffix("-pretrain") + (f"-{snapshot}" if snapshot else "")
+    base_id = f"{pretrain_dir.parent.name}/{name}"
+    if base_id not in collected:
+        raise SystemExit(f"{sweep_path}: no collected run {base_id!r} to take the pretraining time from")
+    base = collected[base_id]
+    recipe = f"{base['recipe']} + finetuning lr {lr:g}"
+    seconds = base["pretrain_seconds"] + run["finetune_seconds"]
+    return dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_seconds=run["finetune_seconds"],
+                train_minutes=round(seconds / 60, 2), dev_accuracy=run["dev_accuracy"],
+                dev_correct=run["dev_correct"], dev_total=run["dev_total"], command=run["command"])
 
 
 def plot(rows: list[dict], path: Path, title: str) -> None:

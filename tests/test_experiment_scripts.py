@@ -78,6 +78,13 @@ def test_finetune_sweep_points_are_priced_with_their_models_pretraining(tmp_path
     assert row["id"] != base["id"]
     with pytest.raises(SystemExit, match="no collected run"):
         collect.sweep_rows(sweep, 7.5e-5, 10, {})
+    sweep.write_text(json.dumps({"runs": [{"finetune_learning_rate": 7.5e-5, "finetune_epochs": 10,
+                                            "command": "train_finetune.py --output_dir x"}]}))
+    with pytest.raises(SystemExit, match=r"sweep.json: runs\[0\]: needs .*--model_name_or_path"):
+        collect.sweep_rows(sweep, 7.5e-5, 10, {base["id"]: base})
+    sweep.write_text("{not json")
+    with pytest.raises(SystemExit, match="sweep.json: not a finetuning sweep JSON"):
+        collect.sweep_rows(sweep, 7.5e-5, 10, {})
 
 
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
