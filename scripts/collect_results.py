@@ -10,6 +10,9 @@ runs made in different sessions accumulate.
 `--finetune_sweep FILE --sweep_lr LR` adds the points of a finetuning sweep (rows naming their pretrained model in
 `command`) at one learning rate: each is priced as that model's pretraining time, taken from the row already
 collected for it, plus its own finetuning time.
+
+`--seed_group "NAME=ID,ID,ID"` (repeatable) names runs of one recipe that differ only in their seed, and reports
+their mean and sample standard deviation (n - 1) of dev accuracy and wall time under "seed_groups" in --json.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 from pathlib import Path
 
 HANDOUT_BARS = {"learned": 15.0, "rope": 30.0}
@@ -91,7 +95,33 @@ def _sweep_row(run: dict, lr: float, collected: dict[str, dict], sweep_path: Pat
                 dev_correct=run["dev_correct"], dev_total=run["dev_total"], command=run["command"])
 
 
-def plot(rows: list[dict], path: Path, title: str) -> None:
+def seed_groups(specs: list[str], collected: dict[str, dict]) -> list[dict]:
+    """Mean and sample std over the seeds of one recipe; a group must name collected runs with distinct seeds."""
+    groups = []
+    for spec in specs:
+        name, sep, ids = spec.partition("=")
+        ids = [i.strip() for i in ids.split(",") if i.strip()]
+        if not sep or not name.strip() or len(ids) < 2:
+            raise SystemExit(f"--seed_group {spec!r}: expected NAME=ID,ID[,ID...] with at least two run ids")
+        missing = [i for i in ids if i not in collected]
+        if missing:
+            raise SystemExit(f"--seed_group {name!r}: no collected run {missing[0]!r}")
+        runs = [collected[i] for i in ids]
+        seeds = [r["seed"] for r in runs]
+        if len(set(seeds)) != len(seeds):
+            raise SystemExit(f"--seed_group {name!r}: runs share a seed ({seeds}); a group compares seeds")
+        acc = [r["dev_accuracy"] for r in runs]
+        minutes = [r["train_minutes"] for r in runs]
+        groups.append({
+            "name": name.strip(), "ids": ids, "seeds": seeds, "n": len(runs), "dev_accuracies": acc,
+            "dev_accuracy_mean": round(statistics.mean(acc), 2), "dev_accuracy_std": round(statistics.stdev(acc), 2),
+            "train_minutes_mean": round(statistics.mean(minutes), 2),
+            "train_minutes_std": round(statistics.stdev(minutes), 2),
+        })
+    return groups
+
+
+def plot(rows: list[dict], path: Path, title: str, groups: list[dict] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,6 +142,11 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
             if r["pretrain_epochs"]:
                 ax.annotate(f"{r['pretrain_epochs']:g}ep", (r["train_minutes"], r["dev_accuracy"]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
+    colours = ("black", "saddlebrown", "dimgray", "purple")
+    for i, g in enumerate(groups):
+        ax.errorbar(g["train_minutes_mean"], g["dev_accuracy_mean"], xerr=g["train_minutes_std"],
+                    yerr=g["dev_accuracy_std"], fmt="D", color=colours[i % len(colours)], capsize=3, markersize=5,
+                    label=f"{g['name']}: mean ± std over {g['n']} seeds")
     for name, bar in HANDOUT_BARS.items():
         ax.axhline(bar, linestyle="--", linewidth=0.8, color="gray")
         ax.text(0.0, bar, f" handout bar ({name}) {bar:.0f}%", va="bottom", fontsize=7, color="gray",
@@ -148,11 +183,13 @@ def main() -> None:
     parser.add_argument("--finetune_sweep", type=Path, help="A finetuning sweep JSON (see above).")
     parser.add_argument("--sweep_lr", type=float, help="The sweep's learning rate to plot.")
     parser.add_argument("--sweep_epochs", type=int, default=10)
+    parser.add_argument("--seed_group", action="append", default=[], metavar="NAME=ID,ID,ID",
+                        help="Runs of one recipe with different seeds, summarised as mean and std (repeatable).")
     parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
     opts = parser.parse_args()
 
-    existing = json.loads(opts.json.read_text())["runs"] if opts.json.exists() else []
-    merged = {row["id"]: row for row in existing}
+    previous = json.loads(opts.json.read_text()) if opts.json.exists() else {}
+    merged = {row["id"]: row for row in previous.get("runs", [])}
     for path in opts.results:
         label = path.parent.name if opts.label_from_dir else json.loads(path.read_text())["recipe"]
         for row in rows_from(path, label):
@@ -162,16 +199,26 @@ def main() -> None:
             parser.error("--finetune_sweep needs --sweep_lr")
         for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs, merged):
             merged[row["id"]] = row
+    groups = {g["name"]: g for g in previous.get("seed_groups", [])}
+    groups.update({g["name"]: g for g in seed_groups(opts.seed_group, merged)})
     rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["pretrain_epochs"] or 0))
     opts.json.parent.mkdir(parents=True, exist_ok=True)
-    opts.json.write_text(json.dumps({"hardware": opts.hardware, "runs": rows}, indent=2) + "\n")
-    plot(rows, opts.plot, f"chargpt on wiki.txt: dev accuracy vs training wall time ({opts.hardware})")
+    summary = {"hardware": opts.hardware, "runs": rows}
+    if groups:
+        summary["seed_groups"] = list(groups.values())
+    opts.json.write_text(json.dumps(summary, indent=2) + "\n")
+    title = f"chargpt on wiki.txt: dev accuracy vs training wall time ({opts.hardware})"
+    plot(rows, opts.plot, title, list(groups.values()))
     print("| recipe | variant | seed | pretrain epochs | pretrain + finetune (min) | dev accuracy |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
         variant = r.get("baseline") or f"{r['position']}/{r['attention']}"
         print(f"| {r['recipe']} | {variant} | {r['seed']} | {r['pretrain_epochs'] or '-'} | "
               f"{r['train_minutes']:.1f} | {r['dev_accuracy']:.1f}% ({r['dev_correct']}/{r['dev_total']}) |")
+    for g in groups.values():
+        print(f"{g['name']}: seeds {g['seeds']}: dev {g['dev_accuracy_mean']:.1f} ± {g['dev_accuracy_std']:.1f}% "
+              f"({', '.join(f'{a:.1f}' for a in g['dev_accuracies'])}), {g['train_minutes_mean']:.1f} ± "
+              f"{g['train_minutes_std']:.1f} min")
 
 
 if __name__ == "__main__":

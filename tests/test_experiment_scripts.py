@@ -87,6 +87,29 @@ def test_finetune_sweep_points_are_priced_with_their_models_pretraining(tmp_path
         collect.sweep_rows(sweep, 7.5e-5, 10, {})
 
 
+def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
+    collect = _load_script("collect_results")
+    runs = {f"r{seed}/rope-causal-seed{seed}": {"seed": seed, "dev_accuracy": acc, "train_minutes": minutes,
+                                                "recipe": f"r{seed}", "position": "rope", "attention": "causal",
+                                                "pretrain_epochs": 290}
+            for seed, acc, minutes in ((0, 30.0, 60.0), (1, 26.0, 58.0), (2, 28.0, 59.0))}
+    ids = ",".join(runs)
+    (group,) = collect.seed_groups([f"rope 290 ep={ids}"], runs)
+    assert group["name"] == "rope 290 ep" and group["seeds"] == [0, 1, 2] and group["n"] == 3
+    assert group["dev_accuracy_mean"] == 28.0 and group["dev_accuracy_std"] == 2.0  # n - 1: sqrt((4 + 4 + 0) / 2)
+    assert group["train_minutes_mean"] == 59.0 and group["train_minutes_std"] == 1.0
+    collect.plot(list(runs.values()), tmp_path / "seeds.png", "t", [group])
+    assert (tmp_path / "seeds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match="expected NAME=ID,ID"):
+        collect.seed_groups(["r0/rope-causal-seed0,r1/rope-causal-seed1"], runs)
+    with pytest.raises(SystemExit, match="at least two run ids"):
+        collect.seed_groups(["one=r0/rope-causal-seed0"], runs)
+    with pytest.raises(SystemExit, match="no collected run 'r9/x'"):
+        collect.seed_groups(["g=r0/rope-causal-seed0,r9/x"], runs)
+    with pytest.raises(SystemExit, match="share a seed"):
+        collect.seed_groups(["g=r0/rope-causal-seed0,r0/rope-causal-seed0"], runs)
+
+
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
     import types
 
