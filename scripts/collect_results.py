@@ -133,16 +133,18 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] = ()) -> N
         if row.get("baseline"):
             continue
         series.setdefault((row["recipe"], f"{row['position']}/{row['attention']}"), []).append(row)
-    for (recipe, variant), points in sorted(series.items()):
+    palette = plt.get_cmap("tab20").colors  # the default cycle repeats after 10 series
+    for i, ((recipe, variant), points) in enumerate(sorted(series.items())):
         points.sort(key=lambda r: r["train_minutes"])
         xs, ys = [r["train_minutes"] for r in points], [r["dev_accuracy"] for r in points]
         snapshots = any(r.get("snapshot_of_epochs") for r in points)
-        ax.plot(xs, ys, marker="o", label=f"{variant}, {recipe}" + (" (snapshots of one run)" if snapshots else ""))
+        label = f"{variant}, {recipe}" + (" (snapshots of one run)" if snapshots else "")
+        ax.plot(xs, ys, marker="o", color=palette[2 * i % 20 + (i // 10) % 2], label=label)
         for r in points:
             if r["pretrain_epochs"]:
                 ax.annotate(f"{r['pretrain_epochs']:g}ep", (r["train_minutes"], r["dev_accuracy"]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
-    colours = ("black", "saddlebrown", "dimgray", "purple")
+    colours = ("black", "darkmagenta", "darkgoldenrod", "navy")
     for i, g in enumerate(groups):
         ax.errorbar(g["train_minutes_mean"], g["dev_accuracy_mean"], xerr=g["train_minutes_std"],
                     yerr=g["dev_accuracy_std"], fmt="D", color=colours[i % len(colours)], capsize=3, markersize=5,
