@@ -121,7 +121,7 @@ def seed_groups(specs: list[str], collected: dict[str, dict]) -> list[dict]:
     return groups
 
 
-def plot(rows: list[dict], path: Path, title: str, groups: list[dict] = ()) -> None:
+def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,7 +145,7 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] = ()) -> N
                 ax.annotate(f"{r['pretrain_epochs']:g}ep", (r["train_minutes"], r["dev_accuracy"]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
     colours = ("black", "darkmagenta", "darkgoldenrod", "navy")
-    for i, g in enumerate(groups):
+    for i, g in enumerate(groups or []):
         ax.errorbar(g["train_minutes_mean"], g["dev_accuracy_mean"], xerr=g["train_minutes_std"],
                     yerr=g["dev_accuracy_std"], fmt="D", color=colours[i % len(colours)], capsize=3, markersize=5,
                     label=f"{g['name']}: mean ± std over {g['n']} seeds")
@@ -201,8 +201,8 @@ def main() -> None:
             parser.error("--finetune_sweep needs --sweep_lr")
         for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs, merged):
             merged[row["id"]] = row
-    groups = {g["name"]: g for g in previous.get("seed_groups", [])}
-    groups.update({g["name"]: g for g in seed_groups(opts.seed_group, merged)})
+    kept = [f"{g['name']}={','.join(g['ids'])}" for g in previous.get("seed_groups", [])]
+    groups = {g["name"]: g for g in seed_groups(kept + opts.seed_group, merged)}  # recomputed: rows may change
     rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["pretrain_epochs"] or 0))
     opts.json.parent.mkdir(parents=True, exist_ok=True)
     summary = {"hardware": opts.hardware, "runs": rows}

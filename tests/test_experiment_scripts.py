@@ -100,6 +100,13 @@ def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
     assert group["train_minutes_mean"] == 59.0 and group["train_minutes_std"] == 1.0
     collect.plot(list(runs.values()), tmp_path / "seeds.png", "t", [group])
     assert (tmp_path / "seeds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A group kept in --json is recomputed from the rows, so it cannot go stale when a row is re-collected.
+    rows = [dict(r, id=i, dev_correct=0, dev_total=500) for i, r in runs.items()]
+    stale = dict(group, dev_accuracy_mean=99.0)
+    (tmp_path / "acc.json").write_text(json.dumps({"runs": rows, "seed_groups": [stale]}))
+    run_ok([sys.executable, "scripts/collect_results.py", "--json", str(tmp_path / "acc.json"),
+            "--plot", str(tmp_path / "acc.png")])
+    assert json.loads((tmp_path / "acc.json").read_text())["seed_groups"] == [group]
     with pytest.raises(SystemExit, match="expected NAME=ID,ID"):
         collect.seed_groups(["r0/rope-causal-seed0,r1/rope-causal-seed1"], runs)
     with pytest.raises(SystemExit, match="at least two run ids"):
