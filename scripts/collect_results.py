@@ -26,8 +26,21 @@ from pathlib import Path
 HANDOUT_BARS = {"learned": 15.0, "rope": 30.0}
 
 
-def rows_from(results_path: Path, label: str) -> list[dict]:
-    summary = json.loads(results_path.read_text())
+def read_json(path: Path, what: str) -> dict:
+    """The JSON object in `path`; anything else ends the script with one line naming the file."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise SystemExit(f"{path}: cannot read {what} ({err.strerror})") from None
+    except ValueError as err:  # JSONDecodeError carries the line; a UnicodeDecodeError does not
+        where = f"line {err.lineno}: " if hasattr(err, "lineno") else ""
+        raise SystemExit(f"{path}: not {what}: {where}{err}") from None
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: not {what}: expected a JSON object")
+    return data
+
+
+def rows_from(summary: dict, label: str) -> list[dict]:
     rows = []
     for run in summary["runs"]:
         if "accuracy" not in run.get("dev", {}):
@@ -63,10 +76,9 @@ def rows_from(results_path: Path, label: str) -> list[dict]:
 
 def sweep_rows(sweep_path: Path, lr: float, epochs: int, collected: dict[str, dict]) -> list[dict]:
     """Rows for the sweep runs at (lr, epochs), each joined with the collected run of the model it finetuned."""
-    try:
-        runs = json.loads(sweep_path.read_text())["runs"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise SystemExit(f"{sweep_path}: not a finetuning sweep JSON with a 'runs' list ({err})") from None
+    runs = read_json(sweep_path, "a finetuning sweep JSON").get("runs")
+    if not isinstance(runs, list):
+        raise SystemExit(f"{sweep_path}: not a finetuning sweep JSON: no 'runs' list")
     rows = []
     for i, run in enumerate(runs):
         try:
@@ -190,11 +202,15 @@ def main() -> None:
     parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
     opts = parser.parse_args()
 
-    previous = json.loads(opts.json.read_text()) if opts.json.exists() else {}
+    previous = read_json(opts.json, "a collected results JSON") if opts.json.exists() else {}
     merged = {row["id"]: row for row in previous.get("runs", [])}
     for path in opts.results:
-        label = path.parent.name if opts.label_from_dir else json.loads(path.read_text())["recipe"]
-        for row in rows_from(path, label):
+        summary = read_json(path, "a run_experiments.py results.json")
+        try:
+            found = rows_from(summary, path.parent.name if opts.label_from_dir else summary["recipe"])
+        except (KeyError, TypeError) as err:
+            raise SystemExit(f"{path}: not a run_experiments.py results.json: missing {err}") from None
+        for row in found:
             merged[row["id"]] = row
     if opts.finetune_sweep:
         if opts.sweep_lr is None:

@@ -117,6 +117,22 @@ def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
         collect.seed_groups(["g=r0/rope-causal-seed0,r0/rope-causal-seed0"], runs)
 
 
+def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
+    def fails(path: Path) -> str:
+        proc = subprocess.run([sys.executable, "scripts/collect_results.py", str(path), "--json",
+                               str(tmp_path / "acc.json"), "--plot", str(tmp_path / "acc.png")],
+                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        return proc.stderr
+
+    assert "missing.json: cannot read" in fails(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text('{"runs": [\n  {"name": }\n]}')
+    assert "bad.json: not a run_experiments.py results.json: line 2:" in fails(tmp_path / "bad.json")
+    (tmp_path / "norecipe.json").write_text('{"runs": []}')
+    assert "norecipe.json: not a run_experiments.py results.json: missing 'recipe'" in fails(tmp_path / "norecipe.json")
+
+
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
     import types
 
