@@ -11,6 +11,10 @@ runs made in different sessions accumulate.
 `command`) at one learning rate: each is priced as that model's pretraining time, taken from the row already
 collected for it, plus its own finetuning time.
 
+`--lr_selection out/sel/selection.json ...` adds the final models of `select_finetune_lr.py --final` runs (the
+finetuning rate chosen on held-out training questions), priced as their model's pretraining plus the whole
+selection and the final finetuning.
+
 `--seed_group "NAME=ID,ID,ID"` (repeatable) names runs of one recipe that differ only in their seed, and reports
 their mean and sample standard deviation (n - 1) of dev accuracy and wall time under "seed_groups" in --json.
 """
@@ -90,21 +94,44 @@ def sweep_rows(sweep_path: Path, lr: float, epochs: int, collected: dict[str, di
     return rows
 
 
-def _sweep_row(run: dict, lr: float, collected: dict[str, dict], sweep_path: Path) -> dict:
-    words = run["command"].split()
-    model = Path(words[words.index("--model_name_or_path") + 1])
+def _pretrained_run(model: Path, collected: dict[str, dict], source: Path) -> tuple[str, dict]:
+    """The name and the collected row of the run whose pretraining made `model` (a -pretrain folder or a snapshot)."""
     snapshot = model.name if model.name.startswith("epoch-") else None
     pretrain_dir = model.parent if snapshot else model
     name = pretrain_dir.name.removesuffix("-pretrain") + (f"-{snapshot}" if snapshot else "")
     base_id = f"{pretrain_dir.parent.name}/{name}"
     if base_id not in collected:
-        raise SystemExit(f"{sweep_path}: no collected run {base_id!r} to take the pretraining time from")
-    base = collected[base_id]
+        raise SystemExit(f"{source}: no collected run {base_id!r} to take the pretraining time from")
+    return name, collected[base_id]
+
+
+def _sweep_row(run: dict, lr: float, collected: dict[str, dict], sweep_path: Path) -> dict:
+    words = run["command"].split()
+    name, base = _pretrained_run(Path(words[words.index("--model_name_or_path") + 1]), collected, sweep_path)
     recipe = f"{base['recipe']} + finetuning lr {lr:g}"
     seconds = base["pretrain_seconds"] + run["finetune_seconds"]
     return dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_seconds=run["finetune_seconds"],
                 train_minutes=round(seconds / 60, 2), dev_accuracy=run["dev_accuracy"],
                 dev_correct=run["dev_correct"], dev_total=run["dev_total"], command=run["command"])
+
+
+def selection_row(path: Path, collected: dict[str, dict]) -> dict:
+    """The final model of a select_finetune_lr.py run, priced as pretraining + every finetuning and held-out
+    evaluation of the selection + the final finetuning: choosing the rate is part of the recipe's compute."""
+    sel = read_json(path, "a select_finetune_lr.py selection.json")
+    try:
+        final, dev = sel["final"], sel["final"]["dev"]
+        name, base = _pretrained_run(Path(sel["model"]), collected, path)
+        selection = sum(p["finetune_seconds"] + p["holdout"]["seconds"] for p in sel["points"])
+        seconds = base["pretrain_seconds"] + selection + final["finetune_seconds"]
+        recipe = f"{base['recipe']} + finetuning lr chosen on {sel['holdout']} held-out training questions"
+        return dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_learning_rate=final["learning_rate"],
+                    finetune_seconds=final["finetune_seconds"], selection_seconds=round(selection, 1),
+                    train_minutes=round(seconds / 60, 2),
+                    dev_accuracy=dev["accuracy"], dev_correct=dev["correct"], dev_total=dev["total"],
+                    command=sel["command"])
+    except (KeyError, TypeError) as err:
+        raise SystemExit(f"{path}: not a finished select_finetune_lr.py --final run: missing {err}") from None
 
 
 def seed_groups(specs: list[str], collected: dict[str, dict]) -> list[dict]:
@@ -197,6 +224,8 @@ def main() -> None:
     parser.add_argument("--finetune_sweep", type=Path, help="A finetuning sweep JSON (see above).")
     parser.add_argument("--sweep_lr", type=float, help="The sweep's learning rate to plot.")
     parser.add_argument("--sweep_epochs", type=int, default=10)
+    parser.add_argument("--lr_selection", nargs="+", default=[], type=Path, metavar="SELECTION_JSON",
+                        help="selection.json files of select_finetune_lr.py --final runs (see above).")
     parser.add_argument("--seed_group", action="append", default=[], metavar="NAME=ID,ID,ID",
                         help="Runs of one recipe with different seeds, summarised as mean and std (repeatable).")
     parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
@@ -217,6 +246,9 @@ def main() -> None:
             parser.error("--finetune_sweep needs --sweep_lr")
         for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs, merged):
             merged[row["id"]] = row
+    for path in opts.lr_selection:
+        row = selection_row(path, merged)
+        merged[row["id"]] = row
     kept = [f"{g['name']}={','.join(g['ids'])}" for g in previous.get("seed_groups", [])]
     groups = {g["name"]: g for g in seed_groups(kept + opts.seed_group, merged)}  # recomputed: rows may change
     rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["pretrain_epochs"] or 0))

@@ -179,3 +179,71 @@ def test_probe_recall_reports_a_bad_model_dir_in_one_line(tmp_path):
                            str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "not a saved chargpt model" in proc.stderr
+
+
+def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, monkeypatch):
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
+    pre = tmp_path / "exp" / "learned-causal-seed0-pretrain"
+    run_ok([str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
+            str(ROOT / "accelerate_config.yaml"), "--num_cpu_threads_per_process", "1", "train_pretrain.py",
+            "--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre), "--n_layer", "2",
+            "--n_head", "4", "--n_embd", "32", "--block_size", "128", "--max_steps", "3", "--disable_tqdm", "True",
+            "--report_to", "none"])
+    out = tmp_path / "sel"
+    cmd = [sys.executable, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pre), "--data_dir",
+           str(world), "--out_dir", str(out), "--learning_rates", "1e-4,1e-3", "--holdout", "10", "--final",
+           "--threads", "1", "--extra", "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
+    printed = run_ok(cmd)
+    summary = json.loads((out / "selection.json").read_text())
+    points = summary["points"]
+    assert [p["learning_rate"] for p in points] == [1e-4, 1e-3]
+    assert all(p["holdout"]["total"] == 10 and p["finetune_seconds"] > 0 for p in points)
+    best = max(p["holdout"]["correct"] for p in points)
+    winners = [p["learning_rate"] for p in points if p["holdout"]["correct"] == best]
+    assert summary["chosen_learning_rate"] == winners[0]
+    assert f"chosen lr {summary['chosen_learning_rate']:g}" in printed
+    final = summary["final"]
+    assert final["learning_rate"] == summary["chosen_learning_rate"] and final["dev"]["total"] == 20
+    assert (out / "final.test.predictions").read_text().count("\n") == 20
+    assert not list(out.glob("lr*-finetune")), "the sweep's models are deleted without --keep_models"
+    # The final model saw all 40 training questions (10 steps of 4); the sweep's saw the 30 left after the split.
+    assert json.loads((out / "final-finetune" / "train_results.json").read_text())["global_step"] == 10
+    # The split is a partition of the training questions, the same for the same seed, and dev never enters it.
+    train_lines = (world / "birth_places_train.tsv").read_text().splitlines()
+    part, held = ((out / "split" / n).read_text().splitlines() for n in ("train.tsv", "holdout.tsv"))
+    assert len(held) == 10 and sorted(part + held) == sorted(train_lines)
+    assert not set(held) & set((world / "birth_dev.tsv").read_text().splitlines())
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    select = _load_script("select_finetune_lr")
+    again = select.split_questions(world / "birth_places_train.tsv", 10, 0, tmp_path / "again")
+    assert again[1].read_text().splitlines() == held
+    other = select.split_questions(world / "birth_places_train.tsv", 10, 1, tmp_path / "other")
+    assert other[1].read_text().splitlines() != held
+    tie = [{"learning_rate": 3e-4, "holdout": {"correct": 5}}, {"learning_rate": 1e-4, "holdout": {"correct": 5}}]
+    assert select.best_rate(tie) == 3e-4
+    with pytest.raises(SystemExit, match="must be between 1 and 39"):
+        select.split_questions(world / "birth_places_train.tsv", 40, 0, tmp_path / "bad")
+    for bad in ("1e-4,x", "1e-4,1e-4", "-1"):
+        with pytest.raises(SystemExit, match="--learning_rates"):
+            select.parse_rates(bad)
+    # collect_results.py prices the final model as pretraining + every point of the selection + the final finetuning.
+    collect = _load_script("collect_results")
+    base = {"id": "exp/learned-causal-seed0", "recipe": "exp", "position": "learned", "attention": "causal",
+            "seed": 0, "pretrain_epochs": 2, "pretrain_seconds": 100.0, "finetune_seconds": 5.0, "train_minutes": 1.75,
+            "dev_accuracy": 0.0, "dev_correct": 0, "dev_total": 20}
+    row = collect.selection_row(out / "selection.json", {base["id"]: base})
+    spent = 100.0 + sum(p["finetune_seconds"] + p["holdout"]["seconds"] for p in points) + final["finetune_seconds"]
+    assert row["train_minutes"] == round(spent / 60, 2) and row["dev_accuracy"] == final["dev"]["accuracy"]
+    assert row["finetune_learning_rate"] == summary["chosen_learning_rate"] and "10 held-out" in row["recipe"]
+    assert row["id"] != base["id"] and row["command"].startswith("python scripts/select_finetune_lr.py")
+    with pytest.raises(SystemExit, match="no collected run 'exp/learned-causal-seed0'"):
+        collect.selection_row(out / "selection.json", {})
+    unfinished = tmp_path / "unfinished.json"
+    unfinished.write_text(json.dumps({k: v for k, v in summary.items() if k != "final"}))
+    with pytest.raises(SystemExit, match="unfinished.json: not a finished select_finetune_lr.py --final run"):
+        collect.selection_row(unfinished, {base["id"]: base})
+    proc = subprocess.run([*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and "no config.json there" in proc.stderr

@@ -1,0 +1,130 @@
+"""Choose the finetuning learning rate of a pretrained model on held-out training questions, never on dev.
+
+The training TSV is split once (a seeded shuffle): `--holdout` questions are set aside and the rest finetune the
+model at each rate of `--learning_rates`; the rate with the best held-out exact match wins (ties: the earlier one
+in the list). With `--final` the model is then finetuned on the whole training set at that rate and evaluated on
+dev (and test predictions are written), so the dev score never chose anything. Writes `selection.json` (after every
+point, atomically) into --out_dir; the finetuned models of the sweep are deleted unless --keep_models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from run_experiments import evaluate, launch, run
+
+
+def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tuple[Path, Path]:
+    """Write `train.tsv` (the rest) and `holdout.tsv` (`holdout` lines) under `out`; the same seed, the same split."""
+    lines = [line for line in train_tsv.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not 0 < holdout < len(lines):
+        sys.exit(f"{train_tsv}: --holdout {holdout} must be between 1 and {len(lines) - 1} (the file has "
+                 f"{len(lines)} questions)")
+    order = list(range(len(lines)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:holdout])
+    out.mkdir(parents=True, exist_ok=True)
+    train_part, held_part = out / "train.tsv", out / "holdout.tsv"
+    train_part.write_text("".join(lines[i] + "\n" for i in range(len(lines)) if i not in held), encoding="utf-8")
+    held_part.write_text("".join(lines[i] + "\n" for i in sorted(held)), encoding="utf-8")
+    return train_part, held_part
+
+
+def parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        sys.exit(f"--learning_rates {text!r}: expected comma-separated numbers, e.g. 3e-5,7.5e-5,1.5e-4")
+    if not rates or any(r <= 0 for r in rates) or len(set(rates)) != len(rates):
+        sys.exit(f"--learning_rates {text!r}: expected distinct positive numbers")
+    return rates
+
+
+def best_rate(points: list[dict]) -> float:
+    """The rate with the most held-out questions right; `max` keeps the first of equals, i.e. the earlier rate."""
+    return max(points, key=lambda p: p["holdout"]["correct"])["learning_rate"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_name_or_path", required=True, help="A pretrained chargpt folder.")
+    parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the TSVs.")
+    parser.add_argument("--out_dir", required=True)
+    parser.add_argument("--learning_rates", default="3e-5,7.5e-5,1.5e-4,3e-4,6e-4")
+    parser.add_argument("--holdout", type=int, default=400, help="Training questions set aside to score the rates.")
+    parser.add_argument("--split_seed", type=int, default=0, help="Seed of the split (the same for every model).")
+    parser.add_argument("--seed", type=int, default=0, help="Finetuning seed.")
+    parser.add_argument("--extra", default="", help="Extra flags for train_finetune.py (quoted), e.g. a --preset.")
+    parser.add_argument("--final", action="store_true",
+                        help="Finetune on the whole training set at the chosen rate; evaluate on dev and test.")
+    parser.add_argument("--keep_models", action="store_true", help="Keep the sweep's finetuned models.")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    opts = parser.parse_args()
+
+    model, data, out = Path(opts.model_name_or_path), Path(opts.data_dir), Path(opts.out_dir)
+    if not (model / "config.json").is_file():
+        sys.exit(f"--model_name_or_path {model}: no config.json there (not a saved chargpt model)")
+    wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"
+    dev, test = data / "birth_dev.tsv", data / "birth_test_inputs.tsv"
+    for path in (wiki, train_tsv):
+        if not path.is_file():
+            sys.exit(f"--data_dir {data}: {path.name} is missing")
+    rates = parse_rates(opts.learning_rates)
+    extra = shlex.split(opts.extra)
+    train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
+    start = time.perf_counter()
+    summary: dict = {"model": str(model), "command": shlex.join(["python", *sys.argv]), "extra": opts.extra,
+                     "holdout": opts.holdout, "split_seed": opts.split_seed, "seed": opts.seed, "points": []}
+
+    def save() -> None:
+        tmp = out / "selection.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, out / "selection.json")
+
+    def finetune(tsv: Path, lr: float, tag: str) -> tuple[Path, float]:
+        fin_dir = out / f"{tag}-finetune"
+        seconds = run(launch("train_finetune.py", [
+            "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path",
+            str(model), "--output_dir", str(fin_dir), "--seed", str(opts.seed), "--disable_tqdm", "True", *extra,
+            "--learning_rate", repr(lr)], opts.threads), out / f"{tag}-finetune.log")
+        return fin_dir, seconds
+
+    for lr in rates:
+        tag = f"lr{lr:g}"
+        fin_dir, seconds = finetune(train_part, lr, tag)
+        held = evaluate(fin_dir, held_part, out / f"{tag}.holdout.predictions", out / f"{tag}.holdout.log")
+        if "correct" not in held:
+            sys.exit(f"{out / f'{tag}.holdout.log'}: no 'Correct: N out of M' line (did the evaluation fail?)")
+        summary["points"].append({"learning_rate": lr, "finetune_seconds": round(seconds, 1), "holdout": held})
+        print(f"  lr {lr:<8g} held-out {held['accuracy']:5.1f}% ({held['correct']}/{held['total']})  "
+              f"finetune {seconds:.0f}s", flush=True)
+        if not opts.keep_models:
+            shutil.rmtree(fin_dir)
+        summary["selection_seconds"] = round(time.perf_counter() - start, 1)
+        save()
+
+    chosen = summary["chosen_learning_rate"] = best_rate(summary["points"])
+    print(f"chosen lr {chosen:g} (held-out, {opts.holdout} questions)", flush=True)
+    if opts.final:
+        fin_dir, seconds = finetune(train_tsv, chosen, "final")
+        final = {"learning_rate": chosen, "finetune_seconds": round(seconds, 1), "model": str(fin_dir)}
+        if dev.is_file():
+            final["dev"] = evaluate(fin_dir, dev, out / "final.dev.predictions", out / "final.dev.log")
+            print(f"final: dev {final['dev'].get('accuracy', '-')}%  finetune {seconds:.0f}s", flush=True)
+        if test.is_file():
+            final["test"] = evaluate(fin_dir, test, out / "final.test.predictions", out / "final.test.log")
+        summary["final"] = final
+    summary["total_seconds"] = round(time.perf_counter() - start, 1)
+    save()
+
+
+if __name__ == "__main__":
+    main()
