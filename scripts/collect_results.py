@@ -129,7 +129,9 @@ def selection_row(path: Path, collected: dict[str, dict]) -> dict:
                     finetune_seconds=final["finetune_seconds"], selection_seconds=round(selection, 1),
                     train_minutes=round(seconds / 60, 2),
                     dev_accuracy=dev["accuracy"], dev_correct=dev["correct"], dev_total=dev["total"],
-                    command=sel["command"])
+                    command=sel["command"], selection_points=[
+                        {"learning_rate": p["learning_rate"], "holdout_correct": p["holdout"]["correct"],
+                         "holdout_total": p["holdout"]["total"]} for p in sel["points"]])
     except (KeyError, TypeError) as err:
         raise SystemExit(f"{path}: not a finished select_finetune_lr.py --final run: missing {err}") from None
 
@@ -183,7 +185,7 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
             if r["pretrain_epochs"]:
                 ax.annotate(f"{r['pretrain_epochs']:g}ep", (r["train_minutes"], r["dev_accuracy"]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
-    colours = ("black", "darkmagenta", "darkgoldenrod", "navy")
+    colours = ("black", "darkmagenta", "darkgoldenrod", "navy", "darkgreen", "firebrick", "teal", "saddlebrown")
     for i, g in enumerate(groups or []):
         ax.errorbar(g["train_minutes_mean"], g["dev_accuracy_mean"], xerr=g["train_minutes_std"],
                     yerr=g["dev_accuracy_std"], fmt="D", color=colours[i % len(colours)], capsize=3, markersize=5,
@@ -257,7 +259,7 @@ def main() -> None:
     if groups:
         summary["seed_groups"] = list(groups.values())
     opts.json.write_text(json.dumps(summary, indent=2) + "\n")
-    title = f"chargpt on wiki.txt: dev accuracy vs training wall time ({opts.hardware})"
+    title = f"chargpt on wiki.txt: dev accuracy vs training wall time\n({opts.hardware})"  # 2 lines: fits the axes
     plot(rows, opts.plot, title, list(groups.values()))
     print("| recipe | variant | seed | pretrain epochs | pretrain + finetune (min) | dev accuracy |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -238,6 +238,8 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert row["train_minutes"] == round(spent / 60, 2) and row["dev_accuracy"] == final["dev"]["accuracy"]
     assert row["finetune_learning_rate"] == summary["chosen_learning_rate"] and "10 held-out" in row["recipe"]
     assert row["id"] != base["id"] and row["command"].startswith("python scripts/select_finetune_lr.py")
+    assert [(q["learning_rate"], q["holdout_correct"]) for q in row["selection_points"]] == [
+        (p["learning_rate"], p["holdout"]["correct"]) for p in points]
     with pytest.raises(SystemExit, match="no collected run 'exp/learned-causal-seed0'"):
         collect.selection_row(out / "selection.json", {})
     unfinished = tmp_path / "unfinished.json"
