@@ -57,6 +57,15 @@ def launch(script: str, args: list[str], threads: int) -> list[str]:
             "--num_cpu_threads_per_process", str(threads), str(ROOT / script), *args]
 
 
+def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, seed: int, flags: list[str],
+                     threads: int) -> list[str]:
+    """Finetune a pretrained model: shared by this script and select_finetune_lr.py."""
+    return launch("train_finetune.py", [
+        "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path",
+        str(model_dir), "--output_dir", str(output_dir), "--seed", str(seed), "--disable_tqdm", "True", *flags],
+        threads)
+
+
 def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False) -> dict:
     cmd = [sys.executable, str(ROOT / "evaluate_birthplace.py"), "--eval_corpus_path", str(tsv),
            "--outputs_path", str(predictions)]
@@ -152,10 +161,8 @@ def main() -> None:
 
             def finetune(model_dir: Path, tag: str, seed: int = seed) -> tuple[Path, float]:
                 fin_dir = out / f"{tag}-finetune"
-                seconds = run(launch("train_finetune.py", [
-                    "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(train_tsv),
-                    "--model_name_or_path", str(model_dir), "--output_dir", str(fin_dir), "--seed", str(seed),
-                    "--disable_tqdm", "True", *recipe["finetune"], *extra], opts.threads), out / f"{tag}-finetune.log")
+                seconds = run(finetune_command(wiki, train_tsv, model_dir, fin_dir, seed, [*recipe["finetune"], *extra],
+                                               opts.threads), out / f"{tag}-finetune.log")
                 return fin_dir, seconds
 
             fin_dir, t_fin = finetune(pre_dir, name)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from run_experiments import evaluate, launch, run
+from run_experiments import evaluate, finetune_command, run
 
 
 def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tuple[Path, Path]:
@@ -91,10 +91,8 @@ def main() -> None:
 
     def finetune(tsv: Path, lr: float, tag: str) -> tuple[Path, float]:
         fin_dir = out / f"{tag}-finetune"
-        seconds = run(launch("train_finetune.py", [
-            "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path",
-            str(model), "--output_dir", str(fin_dir), "--seed", str(opts.seed), "--disable_tqdm", "True", *extra,
-            "--learning_rate", repr(lr)], opts.threads), out / f"{tag}-finetune.log")
+        seconds = run(finetune_command(wiki, tsv, model, fin_dir, opts.seed, [*extra, "--learning_rate", repr(lr)],
+                                       opts.threads), out / f"{tag}-finetune.log")
         return fin_dir, seconds
 
     for lr in rates:
