@@ -78,7 +78,10 @@ def main() -> None:
         if not path.is_file():
             sys.exit(f"--data_dir {data}: {path.name} is missing")
     rates = parse_rates(opts.learning_rates)
-    extra = shlex.split(opts.extra)
+    try:
+        extra = shlex.split(opts.extra)
+    except ValueError as err:
+        sys.exit(f"--extra {opts.extra!r}: {err}")
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
     summary: dict = {"model": str(model), "command": shlex.join(["python", *sys.argv]), "extra": opts.extra,
@@ -106,7 +109,6 @@ def main() -> None:
               f"finetune {seconds:.0f}s", flush=True)
         if not opts.keep_models:
             shutil.rmtree(fin_dir)
-        summary["selection_seconds"] = round(time.perf_counter() - start, 1)
         save()
 
     chosen = summary["chosen_learning_rate"] = best_rate(summary["points"])

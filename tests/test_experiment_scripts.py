@@ -249,3 +249,6 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     proc = subprocess.run([*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]], cwd=ROOT, env=ENV, capture_output=True,
                           text=True)
     assert proc.returncode != 0 and "no config.json there" in proc.stderr
+    proc = subprocess.run([*cmd[:-1], "--learning_rate '1e-4"], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "--extra" in proc.stderr and "quotation" in proc.stderr
