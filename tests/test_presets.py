@@ -82,3 +82,14 @@ def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch
         assert loop.resolve_precision("fast") == expected
         assert loop.resolve_precision("auto") == "no"  # the reference's fp32 on any CPU
         assert loop.resolve_precision("bf16") == "bf16" and loop.resolve_precision("no") == "no"
+
+
+def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
+    """bf16 autocast made the reference recipe diverge on an H100 (README "Results"), so fp32 is the default."""
+    import training.loop as loop
+
+    monkeypatch.setattr(loop.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(loop.torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    for stage in ("pretrain", "finetune"):
+        assert loop.resolve_precision(parse(["--output_dir", "x"], stage=stage)[1].mixed_precision) == "no"
+    assert loop.resolve_precision("auto") == "bf16"  # still there, as an explicit opt-in
