@@ -93,3 +93,13 @@ def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
     for stage in ("pretrain", "finetune"):
         assert loop.resolve_precision(parse(["--output_dir", "x"], stage=stage)[1].mixed_precision) == "no"
     assert loop.resolve_precision("auto") == "bf16"  # still there, as an explicit opt-in
+
+
+def test_best_preset_keeps_the_reference_pretraining_and_only_changes_the_finetuning_rate():
+    model, args = parse(["--output_dir", "x", "--preset", "best"], stage="pretrain")
+    ref_model, ref_args = parse(["--output_dir", "x"], stage="pretrain")
+    assert model == ref_model and vars(args) == {**vars(ref_args), "preset": "best"}
+    model, args = parse(["--output_dir", "x", "--preset", "best"], stage="finetune")
+    ref_model, ref_args = parse(["--output_dir", "x"], stage="finetune")
+    changed = {k for k in vars(args) if vars(args)[k] != vars(ref_args)[k]}
+    assert model == ref_model and changed == {"preset", "learning_rate"} and args.learning_rate == 2e-4

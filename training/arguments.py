@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
 
+from .presets import PRESETS
+
 
 @dataclass
 class ModelArguments:
@@ -49,9 +51,10 @@ class TrainingArguments:
     output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
     preset: str = field(
         default="reference",
-        metadata={"help": "Named recipe: 'reference' (the assignment's hyperparameters) or 'cpu-fast' (no dropout, "
-                  "batch 32, lr 2e-3: more learning per epoch on a CPU). Flags you give explicitly override the "
-                  "preset's. Measured results: README 'Results'.", "choices": ["reference", "cpu-fast"]},
+        metadata={"help": "Named recipe: 'reference' (the assignment's hyperparameters), 'cpu-fast' (no dropout, "
+                  "batch 32, lr 2e-3: more learning per epoch on a CPU) or 'best' (the reference pretraining, "
+                  "finetuning at lr 2e-4). Flags you give explicitly override the preset's. Measured results: "
+                  "README 'Results'.", "choices": list(PRESETS)},
     )
     num_train_epochs: int | None = field(default=None, metadata={"help": "Epochs (reference: script-specific)."})
     per_device_train_batch_size: int | None = field(default=None, metadata={"help": "Examples per step per process."})
