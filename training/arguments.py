@@ -105,8 +105,8 @@ class TrainingArguments:
     mixed_precision: str = field(
         default="no",
         metadata={"help": "'no' = fp32 on every device, the reference's precision. Under bf16 autocast the reference "
-                          "recipe (lr 6e-3, dropout 0.1) diverged on an H100: pretraining loss climbed from 2.4 to "
-                          "3.0-4.0 where fp32 fell to 0.5 (README 'Results'). 'auto' = bf16 on a GPU that has it, "
+                          "recipe (lr 6e-3, dropout 0.1) diverged on an H100: pretraining loss climbed from 2.2-2.7 to "
+                          "3.2-4.0 where fp32 fell to 0.5 (README 'Results'). 'auto' = bf16 on a GPU that has it, "
                           "else fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with "
                           "AMX bf16 units: ~2x faster training here), else fp32; bf16 on a CPU without AMX is ~25x "
                           "slower.",
