@@ -46,8 +46,12 @@ def run(cmd: list[str], log_path: Path) -> float:
         proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
-        tail = log_path.read_text(errors="replace").splitlines()[-15:]
-        sys.exit(f"stage failed ({proc.returncode}): {' '.join(cmd)}\n  log: {log_path}\n" + "\n".join(tail))
+        lines = log_path.read_text(errors="replace").splitlines()
+        # The scripts report bad input as one `error: ...` line; pass that on as it is, not the launcher's traceback.
+        reported = [line for line in lines if line.startswith("error: ")]
+        if reported:
+            sys.exit(f"{reported[-1]} (log: {log_path})")
+        sys.exit(f"stage failed ({proc.returncode}): {' '.join(cmd)}\n  log: {log_path}\n" + "\n".join(lines[-15:]))
     return seconds
 
 

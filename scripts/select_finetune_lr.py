@@ -21,10 +21,19 @@ from pathlib import Path
 
 from run_experiments import evaluate, finetune_command, run
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from data_scripts import DataFileError, load_qa_tsv  # noqa: E402
+
 
 def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tuple[Path, Path]:
-    """Write `train.tsv` (the rest) and `holdout.tsv` (`holdout` lines) under `out`; the same seed, the same split."""
-    lines = [line for line in train_tsv.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """Write `train.tsv` (the rest) and `holdout.tsv` (`holdout` lines) under `out`; the same seed, the same split.
+
+    The file is validated first, so a bad row is reported against it (path:line), not against a split part."""
+    try:
+        qa = load_qa_tsv(train_tsv)
+    except DataFileError as err:
+        sys.exit(f"error: {err}")
+    lines = [f"{q}\t{a}" for q, a in zip(qa["question"], qa["answer"], strict=True)]
     if not 0 < holdout < len(lines):
         sys.exit(f"{train_tsv}: --holdout {holdout} must be between 1 and {len(lines) - 1} (the file has "
                  f"{len(lines)} questions)")

@@ -252,3 +252,22 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     proc = subprocess.run([*cmd[:-1], "--learning_rate '1e-4"], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "--extra" in proc.stderr and "quotation" in proc.stderr
+
+
+def test_bad_input_reaches_the_user_as_its_one_line(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    select, experiments = _load_script("select_finetune_lr"), _load_script("run_experiments")
+    bad = tmp_path / "birth_places_train.tsv"
+    bad.write_text("Where was A born?\tParis\nWhere was B born? no tab\nWhere was C born?\tRome\n")
+    # A bad row is named in the user's file, before any split part exists.
+    with pytest.raises(SystemExit) as err:
+        select.split_questions(bad, 1, 0, tmp_path / "split")
+    assert str(err.value) == f"error: {bad}:2: expected exactly one tab (question<TAB>answer), found none"
+    assert not (tmp_path / "split").exists()
+    # A stage that reports `error: ...` is passed on as that line (plus its log), not the launcher's traceback.
+    script = "import sys; print('noise'); print('error: x.tsv:3: empty answer'); sys.exit(1)"
+    with pytest.raises(SystemExit) as err:
+        experiments.run([sys.executable, "-c", script], tmp_path / "stage.log")
+    assert str(err.value) == f"error: x.tsv:3: empty answer (log: {tmp_path / 'stage.log'})"
+    with pytest.raises(SystemExit, match=r"stage failed \(2\)"):
+        experiments.run([sys.executable, "-c", "import sys; sys.exit(2)"], tmp_path / "other.log")
