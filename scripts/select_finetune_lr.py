@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from run_experiments import evaluate, finetune_command, run
+from run_experiments import ROOT, evaluate, finetune_command, run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(ROOT))
 from data_scripts import DataFileError, load_qa_tsv  # noqa: E402
 
 
