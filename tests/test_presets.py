@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from transformers import HfArgumentParser
 
-from training import ModelArguments, TrainingArguments, UsageError, parse_args
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
+from training import ModelArguments, TrainingArguments, UsageError, build_optimizer, parse_args
 from training.presets import PRESETS, apply_preset, explicit_flags
 
 
@@ -103,3 +105,16 @@ def test_best_preset_keeps_the_reference_pretraining_and_only_changes_the_finetu
     ref_model, ref_args = parse(["--output_dir", "x"], stage="finetune")
     changed = {k for k in vars(args) if vars(args)[k] != vars(ref_args)[k]}
     assert model == ref_model and changed == {"preset", "learning_rate"} and args.learning_rate == 2e-4
+
+
+def test_cpu_fast_with_more_weight_decay_reaches_the_optimizer():
+    """README's CPU vanilla recipe is `--preset cpu-fast --weight_decay 0.3`: the decay must reach AdamW's decayed
+    group while the preset's other values stay."""
+    model_args, args = parse(["--output_dir", "x", "--preset", "cpu-fast", "--weight_decay", "0.3"])
+    assert args.weight_decay == 0.3 and model_args.dropout == 0.0
+    assert (args.per_device_train_batch_size, args.learning_rate) == (32, 2e-3)
+    torch.manual_seed(0)
+    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=40, block_size=32, n_layer=2, n_head=4, n_embd=64))
+    opt = build_optimizer(model, args, lr=args.learning_rate)
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.3, 0.0]
+    assert TrainingArguments(output_dir="x").weight_decay == 0.1  # the reference's, without the flag
