@@ -6,10 +6,13 @@
 
 Defaults reproduce the 2024 reference: batch 256, lr 6e-4, 75 epochs from scratch or 10 from a pretrained
 model, final_tokens = 200 * len(pretraining dataset) * block_size. The vocabulary always comes from wiki.txt.
+Two opt-in deviations for a pretrained model: `--replay_pretraining` (span-corrupted wiki.txt documents in every
+finetuning epoch) and `--freeze_parameters REGEX` (train only the other parameters).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +20,15 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
-from data_scripts import PackedCollator, load_pretrain_corpus, load_qa_tsv, name_prompt_dataset, pad_collate
+from data_scripts import (
+    InterleavedDataset,
+    PackedCollator,
+    load_pretrain_corpus,
+    load_qa_tsv,
+    name_prompt_dataset,
+    pad_collate,
+    span_corruption_dataset,
+)
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
@@ -43,6 +54,18 @@ class FinetuneDataArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "A pretrained chargpt folder; without it the model starts from scratch."}
     )
+    replay_pretraining: bool = field(
+        default=False,
+        metadata={"help": "Replay (not in the reference): every finetuning epoch also trains on all wiki.txt "
+                  "documents, span-corrupted as in pretraining and spread evenly among the name prompts, so that "
+                  "finetuning keeps rehearsing what pretraining stored."},
+    )
+    freeze_parameters: str | None = field(
+        default=None,
+        metadata={"help": "Not in the reference: a regular expression; parameters whose names it matches (re.search) "
+                  "are not trained, e.g. 'mlp|tok_emb|lm_head' trains attention and LayerNorms only. Names look like "
+                  "transformer.blocks.0.mlp.0.weight."},
+    )
 
 
 def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer):
@@ -61,6 +84,23 @@ def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, cor
     return model, tokenizer
 
 
+def freeze_matching(model: CharGPTForCausalLM, pattern: str) -> list[str]:
+    """Stop training the parameters whose names match `pattern`; returns their names."""
+    try:
+        regex = re.compile(pattern)
+    except re.error as err:
+        raise UsageError(f"--freeze_parameters {pattern!r}: not a regular expression ({err})") from None
+    named = dict(model.named_parameters())
+    frozen = [name for name in named if regex.search(name)]
+    if not frozen or len(frozen) == len(named):
+        example = next(name for name, _ in model.named_parameters() if ".mlp." in name)
+        raise UsageError(f"--freeze_parameters {pattern!r} matches {'no' if not frozen else 'every'} parameter; "
+                         f"names look like {example}")
+    for name in frozen:
+        named[name].requires_grad_(False)
+    return frozen
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments))
     data_args, model_args, args = parse_args(parser, argv, stage="finetune")
@@ -74,6 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
     dataset = name_prompt_dataset(qa, tokenizer, block)
+    deviations, on_epoch_start = {}, None
+    if data_args.replay_pretraining:
+        corrupted, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
+        dataset, on_epoch_start = InterleavedDataset(dataset, corrupted), corruption.set_epoch
+        deviations["replayed_documents"] = len(corrupted)
+    if data_args.freeze_parameters is not None:
+        frozen = freeze_matching(model, data_args.freeze_parameters)
+        deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen)} tensors)"
     collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate
 
     card = run_card(
@@ -81,12 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         title=f"chargpt finetuned on birthplaces ({config.position_embedding_type} positions, "
               f"{config.attention_type} attention, {'pretrained' if pretrained else 'no pretraining'})",
         stage="finetuning (name prompts)", initialised_from=data_args.model_name_or_path or "scratch",
-        data=data_args.finetune_corpus_path, examples=len(dataset),
+        data=data_args.finetune_corpus_path, examples=len(dataset), **deviations,
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate, args,
         final_tokens=200 * len(docs) * block,
         tokens_per_example=block - 1,
+        on_epoch_start=on_epoch_start,
         card=card,
         run_name="finetune",
     )

@@ -4,6 +4,7 @@
         --pretrain_corpus_path DIR/wiki.txt --position_embedding_type rope --output_dir out/rope-pretrain
 
 Defaults reproduce the 2024 reference: 650 epochs, batch 128, lr 6e-3, final_tokens = 650 * len(dataset) * block.
+`--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser
 
-from data_scripts import PackedCollator, load_pretrain_corpus, pad_collate, span_corruption_dataset
+from data_scripts import (
+    InterleavedDataset,
+    PackedCollator,
+    load_pretrain_corpus,
+    load_qa_tsv,
+    name_prompt_dataset,
+    pad_collate,
+    span_corruption_dataset,
+)
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
@@ -37,6 +46,12 @@ class PretrainDataArguments:
     pretrain_corpus_path: str = field(
         metadata={"help": "wiki.txt: one document per line; also defines the vocabulary."}
     )
+    mixed_qa_corpus_path: str | None = field(
+        default=None,
+        metadata={"help": "Mixed training (not in the reference): a question<TAB>answer TSV, normally the finetuning "
+                  "set birth_places_train.tsv, whose name prompts join every pretraining epoch, spread evenly "
+                  "among the corrupted documents. Never give it the dev or test questions."},
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,12 +66,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = CharGPTForCausalLM(config)
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
+    mixed = {}
+    if data_args.mixed_qa_corpus_path is not None:
+        prompts = name_prompt_dataset(load_qa_tsv(data_args.mixed_qa_corpus_path, block_size=block), tokenizer, block)
+        dataset = InterleavedDataset(dataset, prompts)
+        mixed = {"mixed_qa": data_args.mixed_qa_corpus_path, "mixed_name_prompts": len(prompts)}
     collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate
 
     card = run_card(
         model, args,
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
-        stage="pretraining (span corruption)", data=data_args.pretrain_corpus_path, documents=len(dataset),
+        stage="pretraining (span corruption)" + (" mixed with name prompts" if mixed else ""),
+        data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate, args,

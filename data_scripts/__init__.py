@@ -1,5 +1,6 @@
 """`datasets` pipelines for the chargpt training scripts: loading, span corruption, name prompts, packing,
-and the synthetic default corpus. Every piece is a plain function over `datasets` rows.
+mixing name prompts into pretraining, and the synthetic default corpus. Every piece is a plain function over
+`datasets` rows.
 
 Names are imported lazily (PEP 562), so ``python -m data_scripts.synthetic`` runs without importing torch,
 transformers or datasets.
@@ -16,6 +17,7 @@ _EXPORTS = {
     "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset"],
     "loading": ["DataFileError", "ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
+    "mixing": ["InterleavedDataset", "even_interleaving"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
@@ -25,6 +27,7 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 if TYPE_CHECKING:
     from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset
     from .loading import DataFileError, ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length, read_text_file
+    from .mixing import InterleavedDataset, even_interleaving
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
     from .packing import PackedCollator, pad_collate, pad_fraction
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
@@ -46,11 +49,13 @@ def __dir__() -> list[str]:
 __all__ = [
     "IGNORE_INDEX",
     "DataFileError",
+    "InterleavedDataset",
     "PackedCollator",
     "SpanCorruption",
     "SyntheticWorld",
     "ascii_only",
     "draw_lengths",
+    "even_interleaving",
     "generate_synthetic_world",
     "load_pretrain_corpus",
     "load_qa_tsv",

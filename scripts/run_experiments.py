@@ -93,6 +93,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
+    parser.add_argument("--pretrain_extra", default="",
+                        help="Extra flags for train_pretrain.py only (quoted), e.g. '--mixed_qa_corpus_path "
+                        "DIR/birth_places_train.tsv'.")
     parser.add_argument("--pretrain_epochs", type=int, default=None,
                         help="Override the recipe's pretraining epochs (the cosine schedule spans them).")
     parser.add_argument("--save_epochs", default="",
@@ -114,6 +117,7 @@ def main() -> None:
     def write_summary() -> dict:
         """Rewritten after every row (atomically), so a run stopped halfway still leaves its finished rows."""
         summary = {"recipe": opts.recipe, "pretrain_epochs": opts.pretrain_epochs, "extra": opts.extra,
+                   "pretrain_extra": opts.pretrain_extra,
                    "command": shlex.join(["python", *sys.argv]), "data_dir": str(data), "threads": opts.threads,
                    "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
         tmp = out / "results.json.tmp"
@@ -133,6 +137,7 @@ def main() -> None:
         pretrain_flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
     if opts.save_epochs:
         pretrain_flags += ["--save_epochs", opts.save_epochs]
+    pretrain_flags += opts.pretrain_extra.split()
 
     if not opts.skip_baselines:
         print(f"[{opts.recipe}] London baseline", flush=True)

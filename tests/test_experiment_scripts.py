@@ -29,8 +29,12 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     out = tmp_path / "exp"
     run_ok([sys.executable, "scripts/run_experiments.py", "--data_dir", str(world), "--out_dir", str(out),
             "--recipe", "demo", "--variants", "learned", "--pretrain_epochs", "2", "--save_epochs", "1",
-            "--skip_baselines", "--threads", "1"])
+            "--skip_baselines", "--threads", "1",
+            "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"])
     summary = json.loads((out / "results.json").read_text())
+    # --pretrain_extra reaches pretraining only (train_finetune.py has no such flag and would have failed)
+    assert "| mixed_name_prompts | 40 |" in (out / "learned-causal-seed0-pretrain" / "README.md").read_text()
+    assert "mixed_qa_corpus_path" in summary["pretrain_extra"]
     rows = {row["name"]: row for row in summary["runs"]}
     assert set(rows) == {"learned-causal-seed0", "learned-causal-seed0-epoch-1"}
     final, snap = rows["learned-causal-seed0"], rows["learned-causal-seed0-epoch-1"]

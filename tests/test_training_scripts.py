@@ -17,9 +17,9 @@ from safetensors.torch import load_file
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
-from data_scripts import write_synthetic_corpus
-from modeling_chargpt import CharGPTForCausalLM
-from training import run_cli
+from data_scripts import load_pretrain_corpus, write_synthetic_corpus
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
+from training import run_cli, train
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -87,6 +87,64 @@ def test_pretrain_finetune_evaluate_end_to_end(world, tmp_path):
                  "--eval_corpus_path", str(world / "birth_test_inputs.tsv"), "--outputs_path", str(test_preds)])
     assert "No gold birth places" in ev.stdout
     assert len(test_preds.read_text().splitlines()) == 20
+
+
+def spy_on_train(monkeypatch, script) -> dict:
+    """Run `script`'s real training loop, recording the dataset and keyword arguments it was given."""
+    seen = {}
+
+    def spy(accelerator, model, tokenizer, dataset, collate, args, **kwargs):
+        seen.update(dataset=dataset, **kwargs)
+        return train(accelerator, model, tokenizer, dataset, collate, args, **kwargs)
+
+    monkeypatch.setattr(script, "train", spy)
+    return seen
+
+
+def decoded(dataset, model_dir: Path) -> list[str]:
+    itos = CharTokenizer.from_pretrained(model_dir).itos
+    return ["".join(itos[i] for i in dataset[k]["input_ids"]) for k in range(len(dataset))]
+
+
+def test_mixed_training_adds_the_name_prompts_to_every_epoch_and_the_schedule(world, tmp_path, monkeypatch):
+    seen = spy_on_train(monkeypatch, train_pretrain)
+    out = tmp_path / "mixed"
+    argv = pretrain_args(world, out, "--num_train_epochs", "2", "--checkpointing_steps", "0",
+                         "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"))
+    assert run_cli(train_pretrain.main, argv) == 0
+    dataset, n = seen["dataset"], len(load_pretrain_corpus(world / "wiki.txt")[1]) + 40
+    assert len(dataset) == n  # the world's documents (the reference's split keeps a last empty one), its 40 questions
+    assert sum(t.startswith("Where was ") for t in decoded(dataset, out)) == 40
+    assert seen["final_tokens"] == 2 * n * 64  # the cosine spans the mixed epochs
+    summary = json.loads((out / "train_results.json").read_text())
+    assert summary["global_step"] == 2 * -(-n // 8) and summary["epoch"] == 2  # batch 8
+    card = (out / "README.md").read_text()
+    assert "mixed with name prompts" in card and "| mixed_name_prompts | 40 |" in card
+
+
+def test_finetuning_with_replay_and_frozen_parameters(world, tmp_path, monkeypatch):
+    pre, fin = tmp_path / "pre", tmp_path / "fin"
+    assert run_cli(train_pretrain.main, pretrain_args(world, pre, "--max_steps", "2")) == 0
+
+    seen = spy_on_train(monkeypatch, train_finetune)
+    assert run_cli(train_finetune.main, [
+        "--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+        str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre), "--output_dir", str(fin), *QUIET,
+        "--num_train_epochs", "1", "--per_device_train_batch_size", "8", "--learning_rate", "1e-2",
+        "--checkpointing_steps", "0", "--replay_pretraining", "True",
+        "--freeze_parameters", "mlp|tok_emb|lm_head"]) == 0
+    n = len(load_pretrain_corpus(world / "wiki.txt")[1]) + 40
+    assert len(seen["dataset"]) == n and sum(t.startswith("Where was ") for t in decoded(seen["dataset"], pre)) == 40
+    assert seen["on_epoch_start"] is not None  # the replayed documents get a fresh corruption every epoch
+    assert json.loads((fin / "train_results.json").read_text())["global_step"] == -(-n // 8)
+
+    before, after = load_file(pre / "model.safetensors"), load_file(fin / "model.safetensors")
+    frozen = [k for k in before if any(part in k for part in ("mlp", "tok_emb", "lm_head"))]
+    assert frozen and all(torch.equal(before[k], after[k]) for k in frozen)  # not even weight decay touched them
+    qkv = "transformer.blocks.0.attn.qkv.weight"
+    assert not torch.equal(before[qkv], after[qkv])
+    card = (fin / "README.md").read_text()
+    assert "| replayed_documents |" in card and "'mlp|tok_emb|lm_head' (" in card
 
 
 def test_two_process_cpu_ddp(world, tmp_path):
@@ -157,7 +215,7 @@ def _bad_tsv(tmp_path: Path) -> Path:
 
 
 def test_bad_inputs_are_one_line_errors_in_process(world, tmp_path, capsys):
-    wiki = str(world / "wiki.txt")
+    wiki, tsv = str(world / "wiki.txt"), str(world / "birth_places_train.tsv")
     cases = [
         (train_pretrain.main, ["--pretrain_corpus_path", str(tmp_path / "missing.txt"), "--output_dir",
                                str(tmp_path / "o1")], "missing.txt: file not found"),
@@ -165,6 +223,14 @@ def test_bad_inputs_are_one_line_errors_in_process(world, tmp_path, capsys):
                                "--output_dir", str(tmp_path / "o2"), *TINY], "bad.tsv:2:"),
         (train_pretrain.main, ["--pretrain_corpus_path", wiki, "--output_dir", str(tmp_path / "o3"),
                                "--n_embd", "30", "--n_head", "4"], "n_embd=30"),
+        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", tsv, "--output_dir",
+                               str(tmp_path / "o5"), *TINY, "--freeze_parameters", "mlp("], "not a regular expression"),
+        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", tsv, "--output_dir",
+                               str(tmp_path / "o6"), *TINY, "--freeze_parameters", "mpl"], "'mpl' matches no param"),
+        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", tsv, "--output_dir",
+                               str(tmp_path / "o7"), *TINY, "--freeze_parameters", "."], "'.' matches every parameter"),
+        (train_pretrain.main, ["--pretrain_corpus_path", wiki, "--output_dir", str(tmp_path / "o4"),
+                               "--mixed_qa_corpus_path", str(_bad_tsv(tmp_path)), *TINY], "bad.tsv:2:"),
         (evaluate_birthplace.main, ["--baseline", "london", "--eval_corpus_path", str(tmp_path / "none.tsv")],
          "none.tsv: file not found"),
         (evaluate_birthplace.main, ["--eval_corpus_path", wiki], "exactly one of"),

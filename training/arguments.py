@@ -108,8 +108,8 @@ class TrainingArguments:
                           "recipe (lr 6e-3, dropout 0.1) diverged on an H100: pretraining loss climbed from 2.2-2.7 to "
                           "3.2-4.0 where fp32 fell to 0.5 (README 'Results'). 'auto' = bf16 on a GPU that has it, "
                           "else fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with "
-                          "AMX bf16 units: ~2x faster training here), else fp32; bf16 on a CPU without AMX is ~25x "
-                          "slower.",
+                          "AMX bf16 units: ~2x faster training here), else fp32; bf16 on a CPU without AMX is slower "
+                          "(~25x with AVX2 only, 1.5x per step with avx512_bf16).",
                   "choices": ["auto", "fast", "no", "bf16", "fp16"]},
     )
     dataloader_num_workers: int = field(default=0, metadata={"help": "0 works on every OS."})
