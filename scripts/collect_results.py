@@ -74,6 +74,8 @@ def rows_from(summary: dict, label: str) -> list[dict]:
             "dev_total": run["dev"]["total"],
             "threads": summary.get("threads"),
             "command": summary.get("command", ""),
+            # A hand-written caveat on a run (e.g. that it was resumed and how its wall time was pieced together).
+            **({"note": run["note"]} if "note" in run else {}),
         })
     return rows
 

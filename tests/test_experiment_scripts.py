@@ -91,6 +91,17 @@ def test_finetune_sweep_points_are_priced_with_their_models_pretraining(tmp_path
         collect.sweep_rows(sweep, 7.5e-5, 10, {})
 
 
+def test_a_runs_note_travels_into_its_row():
+    collect = _load_script("collect_results")
+    run = {"name": "rope-causal-seed0", "position": "rope", "attention": "causal", "seed": 0, "pretrain_epochs": 160,
+           "pretrain_seconds": 3576.6, "finetune_seconds": 106.6, "train_seconds": 3683.2,
+           "dev": {"accuracy": 17.0, "correct": 85, "total": 500}}
+    noted = dict(run, name="rope-causal-seed1", note="resumed from step 2,500")
+    rows = collect.rows_from({"runs": [run, noted], "command": "python scripts/run_experiments.py"}, "e160")
+    assert [r.get("note") for r in rows] == [None, "resumed from step 2,500"]
+    assert "note" not in rows[0] and rows[1]["train_minutes"] == round(3683.2 / 60, 2)
+
+
 def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
     collect = _load_script("collect_results")
     runs = {f"r{seed}/rope-causal-seed{seed}": {"seed": seed, "dev_accuracy": acc, "train_minutes": minutes,
