@@ -101,8 +101,8 @@ def time_steps(step, batches: list, n: int) -> list[float]:
     return times[1:]
 
 
-def make_step(model: nn.Module, loss_fn, bf16: bool = False):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+def make_step(model: nn.Module, loss_fn, bf16: bool = False, lr: float = 1e-4, **adamw_kwargs):
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, **adamw_kwargs)
     model.train()
     device_type = next(model.parameters()).device.type
 
