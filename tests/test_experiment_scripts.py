@@ -148,6 +148,14 @@ def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
     assert "norecipe.json: not a run_experiments.py results.json: missing 'recipe'" in fails(tmp_path / "norecipe.json")
 
 
+@pytest.mark.parametrize("bench", ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"])
+def test_benchmarks_report_a_missing_data_dir_in_one_line(tmp_path, bench):
+    proc = subprocess.run([sys.executable, f"benchmarks/{bench}.py", "--data_dir", str(tmp_path / "nowhere")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
+
+
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
     import types
 
