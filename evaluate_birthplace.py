@@ -46,8 +46,12 @@ def write_lines_atomically(path: str, lines: Sequence[str]) -> None:
     os.replace(f.name, path)
 
 
+def build_parser() -> HfArgumentParser:
+    return HfArgumentParser(EvalArguments, prog="evaluate_birthplace.py")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_args(HfArgumentParser(EvalArguments), argv)
+    (args,) = parse_args(build_parser(), argv)
     if (args.model_name_or_path is None) == (args.baseline is None):
         raise UsageError("give exactly one of --model_name_or_path or --baseline london")
     qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)

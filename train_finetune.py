@@ -101,8 +101,12 @@ def freeze_matching(model: CharGPTForCausalLM, pattern: str) -> list[str]:
     return frozen
 
 
+def build_parser() -> HfArgumentParser:
+    return HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments), prog="train_finetune.py")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments))
+    parser = build_parser()
     data_args, model_args, args = parse_args(parser, argv, stage="finetune")
     pretrained = data_args.model_name_or_path is not None
     fill_reference_defaults(args, epochs=10 if pretrained else 75, batch_size=256, learning_rate=6e-4)

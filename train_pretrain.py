@@ -54,8 +54,12 @@ class PretrainDataArguments:
     )
 
 
+def build_parser() -> HfArgumentParser:
+    return HfArgumentParser((PretrainDataArguments, ModelArguments, TrainingArguments), prog="train_pretrain.py")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = HfArgumentParser((PretrainDataArguments, ModelArguments, TrainingArguments))
+    parser = build_parser()
     data_args, model_args, args = parse_args(parser, argv, stage="pretrain")
     fill_reference_defaults(args, **REFERENCE)
     accelerator = make_accelerator(args)

@@ -37,11 +37,15 @@ def median_seconds(fn, steps: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--steps", type=int, default=8)
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
     torch.set_num_threads(opts.threads)
     torch.set_flush_denormal(True)
     torch.manual_seed(0)

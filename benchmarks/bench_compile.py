@@ -19,12 +19,16 @@ from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_d
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batches", type=int, default=6)
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
     torch.set_num_threads(opts.threads)
     text, docs = load_pretrain_corpus(Path(opts.data_dir) / "wiki.txt")
     tok = CharTokenizer.from_corpus(text)

@@ -43,7 +43,7 @@ def reference_predict(model: CharGPTForCausalLM, tok: CharTokenizer, questions: 
     return preds
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--model_name_or_path", default=None)
@@ -52,7 +52,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", default=None)
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
     torch.set_num_threads(opts.threads)
     torch.manual_seed(0)
 

@@ -31,7 +31,7 @@ from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  #
 OPTIMIZERS = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -39,7 +39,11 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--position_embedding_type", default="rope")
     parser.add_argument("--profile", default="default", choices=list(OPTIMIZERS), help="optimizer to profile")
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
     torch.set_num_threads(opts.threads)
     torch.set_flush_denormal(True)  # as the training scripts do on CPU
 

@@ -117,7 +117,7 @@ def make_step(model: nn.Module, loss_fn, bf16: bool = False, lr: float = 1e-4, *
     return step
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--steps", type=int, default=6, help="timed steps per variant and batch kind")
@@ -128,7 +128,11 @@ def main() -> None:
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                         help="also time (d) packed under bf16 autocast (--mixed_precision fast); default: on a GPU "
                              "with bf16 or a CPU with AMX, where bf16 is fast")
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
     if opts.bf16 is None:
         opts.bf16 = resolve_precision("fast") == "bf16"
     torch.set_num_threads(opts.threads)

@@ -219,7 +219,7 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
     plt.close(fig)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="*", type=Path, help="results.json files written by run_experiments.py")
     parser.add_argument("--label_from_dir", action="store_true", help="Label each run by its folder name.")
@@ -233,7 +233,14 @@ def main() -> None:
     parser.add_argument("--seed_group", action="append", default=[], metavar="NAME=ID,ID,ID",
                         help="Runs of one recipe with different seeds, summarised as mean and std (repeatable).")
     parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     opts = parser.parse_args()
+    if opts.finetune_sweep and opts.sweep_lr is None:
+        parser.error("--finetune_sweep needs --sweep_lr")
 
     previous = read_json(opts.json, "a collected results JSON") if opts.json.exists() else {}
     merged = {row["id"]: row for row in previous.get("runs", [])}
@@ -246,8 +253,6 @@ def main() -> None:
         for row in found:
             merged[row["id"]] = row
     if opts.finetune_sweep:
-        if opts.sweep_lr is None:
-            parser.error("--finetune_sweep needs --sweep_lr")
         for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs, merged):
             merged[row["id"]] = row
     for path in opts.lr_selection:

@@ -46,11 +46,15 @@ def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:
     return len(questions["question"]), found, recalled
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir")
     parser.add_argument("--data_dir", default="../shared/data")
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
     try:
         total, found, recalled = probe(opts.model_dir, opts.data_dir)
     except (DataFileError, OSError) as err:

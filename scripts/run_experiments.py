@@ -8,6 +8,7 @@ measures is what a user runs. Writes `results.json` and `results.md` into --out_
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -83,7 +84,22 @@ def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, ba
     return result
 
 
-def main() -> None:
+def check_stage_flags(stage: str, flags: list[str], what: str) -> None:
+    """Parse one stage's flags now, so a flag its script does not take fails in a second, not after the stage before."""
+    sys.path.insert(0, str(ROOT))
+    from training.cli import UsageError, check_flags
+
+    script = f"train_{stage}.py"
+    required = ["--pretrain_corpus_path", "wiki.txt", "--output_dir", "out"]  # placeholders: only flags are checked
+    if stage == "finetune":
+        required += ["--finetune_corpus_path", "train.tsv"]
+    try:
+        check_flags(importlib.import_module(f"train_{stage}").build_parser(), [*required, *flags], stage, script)
+    except UsageError as err:
+        sys.exit(f"error: {what}: {err}")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the three TSVs.")
     parser.add_argument("--out_dir", required=True)
@@ -103,7 +119,33 @@ def main() -> None:
                         "evaluated (one run gives several points of an accuracy-vs-compute curve).")
     parser.add_argument("--skip_baselines", action="store_true",
                         help="Only the pretrained variants (no London baseline, no finetuning from scratch).")
-    opts = parser.parse_args()
+    return parser
+
+
+def check_all_stage_flags(opts: argparse.Namespace) -> None:
+    """Every stage's flags as main() will pass them (paths aside), checked before the first stage runs."""
+    recipe, extra = RECIPES[opts.recipe], opts.extra.split()
+    both = "--extra (it reaches both scripts; flags of train_pretrain.py alone go in --pretrain_extra)"
+    if not opts.skip_baselines:
+        check_stage_flags("finetune", [*recipe["shape"], *recipe["finetune_scratch"], *extra], both)
+    if opts.variants or opts.synthesizer:
+        check_stage_flags("pretrain", [*recipe["shape"], *pretrain_stage_flags(opts), *extra],
+                          "--extra / --pretrain_extra")
+        check_stage_flags("finetune", [*recipe["finetune"], *extra], both)
+
+
+def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
+    flags = list(RECIPES[opts.recipe]["pretrain"])
+    if opts.pretrain_epochs is not None:
+        flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
+    if opts.save_epochs:
+        flags += ["--save_epochs", opts.save_epochs]
+    return flags + opts.pretrain_extra.split()
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
+    check_all_stage_flags(opts)
 
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,12 +174,7 @@ def main() -> None:
         print(f"  {row['name']:<28} dev {acc if acc is not None else '-':>5}%   "
               f"train {row.get('train_seconds', 0):>6.0f}s", flush=True)
 
-    pretrain_flags = list(recipe["pretrain"])
-    if opts.pretrain_epochs is not None:
-        pretrain_flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
-    if opts.save_epochs:
-        pretrain_flags += ["--save_epochs", opts.save_epochs]
-    pretrain_flags += opts.pretrain_extra.split()
+    pretrain_flags = pretrain_stage_flags(opts)
 
     if not opts.skip_baselines:
         print(f"[{opts.recipe}] London baseline", flush=True)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from run_experiments import ROOT, evaluate, finetune_command, run
+from run_experiments import ROOT, check_stage_flags, evaluate, finetune_command, run
 
 sys.path.insert(0, str(ROOT))
 from data_scripts import DataFileError, load_qa_tsv  # noqa: E402
@@ -62,7 +62,7 @@ def best_rate(points: list[dict]) -> float:
     return max(points, key=lambda p: p["holdout"]["correct"])["learning_rate"]
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_name_or_path", required=True, help="A pretrained chargpt folder.")
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the TSVs.")
@@ -76,7 +76,11 @@ def main() -> None:
                         help="Finetune on the whole training set at the chosen rate; evaluate on dev and test.")
     parser.add_argument("--keep_models", action="store_true", help="Keep the sweep's finetuned models.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    opts = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
 
     model, data, out = Path(opts.model_name_or_path), Path(opts.data_dir), Path(opts.out_dir)
     if not (model / "config.json").is_file():
@@ -91,6 +95,7 @@ def main() -> None:
         extra = shlex.split(opts.extra)
     except ValueError as err:
         sys.exit(f"--extra {opts.extra!r}: {err}")
+    check_stage_flags("finetune", [*extra, "--learning_rate", "1e-4"], "--extra")
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
     summary: dict = {"model": str(model), "command": shlex.join(["python", *sys.argv]), "extra": opts.extra,

@@ -294,3 +294,19 @@ def test_bad_input_reaches_the_user_as_its_one_line(tmp_path, monkeypatch):
     assert str(err.value) == f"error: x.tsv:3: empty answer (log: {tmp_path / 'stage.log'})"
     with pytest.raises(SystemExit, match=r"stage failed \(2\)"):
         experiments.run([sys.executable, "-c", "import sys; sys.exit(2)"], tmp_path / "other.log")
+
+
+def test_a_flag_a_later_stage_rejects_stops_the_run_before_the_first_stage(tmp_path):
+    """--extra reaches finetuning too: a pretraining-only flag there used to fail only after the hour of pretraining."""
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=20, n_train=10, n_dev=5, n_test=5, seed=0)
+    proc = subprocess.run([sys.executable, "scripts/run_experiments.py", "--data_dir", str(world), "--out_dir",
+                           str(tmp_path / "exp"), "--recipe", "demo", "--variants", "learned", "--skip_baselines",
+                           "--extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: --extra (it reaches both scripts; flags of train_pretrain.py alone go in --pretrain_extra): "
+        "train_finetune.py: Some specified arguments are not used by the HfArgumentParser: "
+        f"['--mixed_qa_corpus_path', '{world / 'birth_places_train.tsv'}']"]
+    assert not (tmp_path / "exp").exists()  # no stage ran, no folder made

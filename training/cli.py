@@ -41,6 +41,19 @@ def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stag
     return tuple(parsed)
 
 
+def check_flags(parser: HfArgumentParser, argv: Sequence[str], stage: str | None, what: str) -> None:
+    """Parse a stage's flags without running it, so a driver fails on a bad `--extra` at once, not an hour in."""
+
+    def fail(message: str) -> None:
+        raise UsageError(message)
+
+    parser.error = fail  # argparse reports bad values and missing flags here; raise instead of printing and exiting
+    try:
+        parse_args(parser, argv, stage)
+    except ValueError as err:  # UsageError, or HfArgumentParser's "arguments are not used" for unknown flags
+        raise UsageError(f"{what}: {err}") from None
+
+
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input, not our bug: they get one line, not a traceback."""
     from data_scripts import DataFileError

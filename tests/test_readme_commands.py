@@ -1,0 +1,118 @@
+"""Every command the README prints must still parse: Results promises a command that re-creates each number."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.cli import UsageError, check_flags
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = "../shared/data"
+# Values for the README's shell variables (its loops run V over learned and rope, S over 0, 1, 2) and for the
+# positional arguments of its `sel NAME MODEL SEED` helper.
+VARIABLES = {"D": DATA, "DIR": DATA, "V": "rope", "S": "0", "LR": "3e-4", "H": "out/held-out",
+             "1": "name", "2": "out/model", "3": "0"}
+PLACEHOLDERS = {"NAME": ["name"], "FLAGS": []}  # filled in from the prose next to the command
+SHELL_OPERATORS = {"&", "&&", "|", ";", ">", ">>", "2>&1"}
+HF_SCRIPTS = {"train_pretrain.py": "pretrain", "train_finetune.py": "finetune", "evaluate_birthplace.py": None}
+
+
+def readme_commands() -> list[str]:
+    """Lines of the README's bash blocks that run one of the repository's Python scripts, continuations joined."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            code = line.split("  #")[0].strip()
+            if code and not code.startswith("#") and re.search(r"\S+\.py\b", code):
+                commands.append(code)
+    return commands
+
+
+@functools.cache
+def load(script: str):
+    """A script or benchmark as a module (its own folder on sys.path, as when it runs)."""
+    path = ROOT / script
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(f"readme_{path.stem}", path)
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look themselves up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def split_command(command: str) -> tuple[list[str], str, list[str]]:
+    """(launcher tokens, script path, its arguments) with the README's variables and placeholders filled in."""
+    for name, value in VARIABLES.items():
+        command = re.sub(rf"\$\{{?{name}\b\}}?", value, command)
+    assert "$" not in command, f"an undefined shell variable in: {command}"
+    tokens = []
+    for token in shlex.split(command):
+        tokens += PLACEHOLDERS.get(token, [token])
+    at = next(i for i, token in enumerate(tokens) if token.endswith(".py"))
+    args = tokens[at + 1:]
+    cut = next((i for i, token in enumerate(args) if token in SHELL_OPERATORS), len(args))
+    return tokens[:at], tokens[at], args[:cut]
+
+
+def check_command(command: str) -> None:
+    launcher, script, args = split_command(command)
+    assert (ROOT / script).is_file(), f"{script} does not exist"
+    if launcher[:2] == ["accelerate", "launch"]:
+        config = launcher[launcher.index("--config_file") + 1]
+        assert (ROOT / config).is_file(), f"--config_file {config} does not exist"
+    else:
+        assert launcher == ["python"], f"run how? {launcher}"
+    for token in args:
+        for path in re.findall(rf"{re.escape(DATA)}/[\w.]+", token):
+            assert (ROOT / path).is_file(), f"{path} is not in the data folder"
+    name = Path(script).name
+    if name in HF_SCRIPTS:
+        check_flags(load(script).build_parser(), args, HF_SCRIPTS[name], name)
+        return
+    opts = load(script).build_parser().parse_args(args)
+    if name == "run_experiments.py":
+        load(script).check_all_stage_flags(opts)
+    elif name == "select_finetune_lr.py":
+        load("scripts/run_experiments.py").check_stage_flags("finetune", shlex.split(opts.extra), "--extra")
+
+
+def test_the_readme_prints_commands_for_every_stage():
+    """Guards the extraction: a README reformat that hid the commands would make the test below vacuous."""
+    commands = readme_commands()
+    scripts = {split_command(c)[1] for c in commands if "..." not in c}
+    assert len(commands) >= 60
+    assert {"train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py", "scripts/run_experiments.py",
+            "scripts/select_finetune_lr.py", "scripts/collect_results.py", "scripts/probe_recall.py"} <= scripts
+
+
+@pytest.mark.parametrize("command", [c for c in readme_commands() if "..." not in c])  # "..." = a launcher sketch
+def test_a_readme_command_parses(command):
+    try:
+        check_command(command)
+    except (SystemExit, UsageError) as err:
+        pytest.fail(f"{err}\n  in: {command}", pytrace=False)
+
+
+@pytest.mark.parametrize("broken", [
+    "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tsv --baseline londn",
+    "accelerate launch --config_file accelerate_config.yaml train_pretrain.py --pretrain_corpus_path "
+    "../shared/data/wiki.txt --output_dir o --presets cpu-fast",
+    "python scripts/run_experiments.py --data_dir ../shared/data --out_dir o --skip_baselines --variants rope "
+    "--extra '--mixed_qa_corpus_path ../shared/data/birth_places_train.tsv'",
+    "python scripts/select_finetune_lr.py --model_name_or_path m --data_dir ../shared/data --out_dir o "
+    "--extra '--learning_rte 1e-4'",
+    "python scripts/probe_recall.py",
+    "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tssv --baseline london",
+])
+def test_the_check_rejects_a_broken_command(broken):
+    with pytest.raises((SystemExit, UsageError, AssertionError)):
+        check_command(broken)
