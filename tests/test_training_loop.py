@@ -182,3 +182,24 @@ def test_save_epochs_writes_loadable_snapshots_with_their_cost(tmp_path):
     final = CharGPTForCausalLM.from_pretrained(tmp_path)
     diff = [(a - b).abs().max().item() for a, b in zip(snap.parameters(), final.parameters(), strict=True)]
     assert max(diff) > 0  # a snapshot, not the final weights
+
+
+def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restored():
+    import os
+    import signal
+
+    from accelerate import Accelerator
+
+    from training.loop import StopRequest
+
+    before = signal.getsignal(signal.SIGINT)
+    stop = StopRequest().install()
+    try:
+        assert not stop.anywhere(Accelerator(cpu=True))
+        os.kill(os.getpid(), signal.SIGINT)  # delivered to this (main) thread before os.kill returns to Python code
+        assert stop.requested and stop.anywhere(Accelerator(cpu=True))
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGINT) is before

@@ -196,7 +196,7 @@ def test_sigkill_then_resume_gives_the_same_weights_as_an_uninterrupted_run(worl
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(world, tmp_path):
     out = tmp_path / "sigint"
     cmd = [sys.executable, str(ROOT / "train_pretrain.py"),
-           *pretrain_args(world, out, "--max_steps", "100000", "--checkpointing_steps", "5")]
+           *pretrain_args(world, out, "--num_train_epochs", "100000", "--checkpointing_steps", "5")]  # never ends alone
     proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for("checkpoints/step-*", out, proc)
     proc.send_signal(signal.SIGINT)

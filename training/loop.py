@@ -6,6 +6,8 @@ import json
 import math
 import os
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +33,41 @@ TRAINER_STATE = "trainer_state.json"
 
 class TrainingDivergedError(RuntimeError):
     """The loss became NaN or infinite; training stopped before the bad step touched the weights."""
+
+
+class StopRequest:
+    """Ctrl-C as a flag the loop reads between steps; a second Ctrl-C raises at once.
+
+    A KeyboardInterrupt raised wherever SIGINT lands can be lost (inside a `__del__` Python only prints it) and the
+    run would go on to its end; a flag cannot be lost.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: object = None
+        self._installed = False
+
+    def install(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+            self._previous, self._installed = signal.signal(signal.SIGINT, self._handle), True
+        return self
+
+    def restore(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def anywhere(self, accelerator: Accelerator) -> bool:
+        """Whether any process was asked: all stop at the same step, or the others would hang in the next reduce."""
+        if accelerator.num_processes == 1:
+            return self.requested
+        flag = torch.tensor(float(self.requested), device=accelerator.device)
+        return accelerator.reduce(flag, reduction="sum").item() > 0
 
 
 @dataclass
@@ -278,6 +315,7 @@ def train(
                 "schedule": schedule.state_dict(), "losses": losses}
 
     model.train()
+    stop = StopRequest().install()
     try:
         while epoch < args.num_train_epochs and global_step < total_steps:
             if on_epoch_start is not None:
@@ -318,6 +356,8 @@ def train(
                                     step=global_step)
                 if args.checkpointing_steps > 0 and global_step % args.checkpointing_steps == 0:
                     _save_checkpoint(accelerator, args, state_now())
+                if stop.anywhere(accelerator):
+                    raise KeyboardInterrupt
                 if global_step >= total_steps:
                     break
             else:
@@ -332,6 +372,8 @@ def train(
         bar.close()
         path = _save_checkpoint(accelerator, args, state_now())
         logger.warning("interrupted: saved %s; continue with --resume_from_checkpoint latest", path)
+    finally:
+        stop.restore()
     bar.close()
     if args.report_to != "none":
         accelerator.end_training()
