@@ -86,7 +86,8 @@ def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, ba
 
 def check_stage_flags(stage: str, flags: list[str], what: str) -> None:
     """Parse one stage's flags now, so a flag its script does not take fails in a second, not after the stage before."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from training.cli import UsageError, check_flags
 
     script = f"train_{stage}.py"

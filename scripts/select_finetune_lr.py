@@ -62,6 +62,16 @@ def best_rate(points: list[dict]) -> float:
     return max(points, key=lambda p: p["holdout"]["correct"])["learning_rate"]
 
 
+def extra_flags(extra: str) -> list[str]:
+    """--extra as the finetuning flags it adds, checked against train_finetune.py before any finetuning."""
+    try:
+        flags = shlex.split(extra)
+    except ValueError as err:
+        sys.exit(f"--extra {extra!r}: {err}")
+    check_stage_flags("finetune", flags, "--extra")
+    return flags
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_name_or_path", required=True, help="A pretrained chargpt folder.")
@@ -91,11 +101,7 @@ def main() -> None:
         if not path.is_file():
             sys.exit(f"--data_dir {data}: {path.name} is missing")
     rates = parse_rates(opts.learning_rates)
-    try:
-        extra = shlex.split(opts.extra)
-    except ValueError as err:
-        sys.exit(f"--extra {opts.extra!r}: {err}")
-    check_stage_flags("finetune", [*extra, "--learning_rate", "1e-4"], "--extra")
+    extra = extra_flags(opts.extra)
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
     summary: dict = {"model": str(model), "command": shlex.join(["python", *sys.argv]), "extra": opts.extra,

@@ -82,7 +82,7 @@ def check_command(command: str) -> None:
     if name == "run_experiments.py":
         load(script).check_all_stage_flags(opts)
     elif name == "select_finetune_lr.py":
-        load("scripts/run_experiments.py").check_stage_flags("finetune", shlex.split(opts.extra), "--extra")
+        load(script).extra_flags(opts.extra)
 
 
 def test_the_readme_prints_commands_for_every_stage():
