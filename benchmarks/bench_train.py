@@ -35,7 +35,7 @@ from data_scripts import (  # noqa: E402
     pad_collate,
     span_corruption_dataset,
 )
-from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+from modeling_chargpt import IGNORE_INDEX, CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
 from training.loop import resolve_precision  # noqa: E402
 
 
@@ -151,7 +151,7 @@ def main() -> None:
         chunks = [examples[i * opts.batch_size : (i + 1) * opts.batch_size] for i in range(n_batches)]
         padded = [pad_collate(c) for c in chunks]
         packed = [PackedCollator(block)(c) for c in chunks]
-        useful = statistics.mean(int((b["labels"][:, 1:] != -100).sum()) for b in padded)
+        useful = statistics.mean(int((b["labels"][:, 1:] != IGNORE_INDEX).sum()) for b in padded)
         pad_frac = statistics.mean(float((b["input_ids"] == 0).float().mean()) for b in padded)
         packed_rows = statistics.mean(b["input_ids"].shape[0] for b in packed)
         kinds[kind] = (padded, packed, useful, pad_frac, packed_rows)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-IGNORE_INDEX = -100
-
 _EXPORTS = {
     "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset"],
     "loading": ["DataFileError", "ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
@@ -23,8 +21,11 @@ _EXPORTS = {
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+_MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the loss that honours it
 
 if TYPE_CHECKING:
+    from modeling_chargpt import IGNORE_INDEX
+
     from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset
     from .loading import DataFileError, ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length, read_text_file
     from .mixing import InterleavedDataset, even_interleaving
@@ -37,7 +38,7 @@ def __getattr__(name: str):
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(module if module == "modeling_chargpt" else f".{module}", __name__), name)
     globals()[name] = value
     return value
 

@@ -28,11 +28,9 @@ import random
 
 import datasets
 
-from modeling_chargpt import MASK_CHAR, PAD_CHAR
+from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
 __all__ = ["SpanCorruption", "draw_lengths", "span_corruption_dataset"]
-
-IGNORE_INDEX = -100
 
 
 def draw_lengths(doc_len: int, block_size: int, rng: random.Random) -> tuple[int, int, int]:

@@ -17,13 +17,11 @@ import json
 
 import datasets
 
-from modeling_chargpt import MASK_CHAR, PAD_CHAR
+from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
 from .loading import ascii_only
 
 __all__ = ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"]
-
-IGNORE_INDEX = -100
 
 
 def name_prompt_text(question: str, answer: str, block_size: int) -> str:

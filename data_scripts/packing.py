@@ -18,11 +18,9 @@ from collections.abc import Sequence
 
 import torch
 
-from modeling_chargpt import packed_causal_mask
+from modeling_chargpt import IGNORE_INDEX, packed_causal_mask
 
 __all__ = ["PackedCollator", "pad_collate", "pad_fraction"]
-
-IGNORE_INDEX = -100
 
 
 def _as_list(x) -> list[int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import datasets
 
-from modeling_chargpt import PAD_CHAR, CharTokenizer
+from modeling_chargpt import IGNORE_INDEX, PAD_CHAR, CharTokenizer
 
 from .corruption import span_corruption_dataset
 from .loading import DataFileError, load_pretrain_corpus, load_qa_tsv
@@ -28,7 +28,7 @@ def format_example(example: dict, tokenizer) -> tuple[str, str]:
     itos = tokenizer.itos
     ids, labels = list(example["input_ids"]), list(example["labels"])
     x = "".join(itos[int(t)] for t in ids[:-1])
-    y = "".join(PAD_CHAR if int(t) == -100 else itos[int(t)] for t in labels[1:])
+    y = "".join(PAD_CHAR if int(t) == IGNORE_INDEX else itos[int(t)] for t in labels[1:])
     return x, y
 
 

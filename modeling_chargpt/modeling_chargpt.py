@@ -15,6 +15,10 @@ from .configuration_chargpt import CharGPTConfig
 
 logger = logging.get_logger(__name__)
 
+# Labels with this value are not predicted (PAD, the question of a name prompt, a packing boundary); PyTorch's
+# cross_entropy default, so every pipeline and the loss must agree on it.
+IGNORE_INDEX = -100
+
 
 def inverse_frequencies(dim: int, base: float, device: torch.device | None = None) -> torch.Tensor:
     """theta_i = base^(-2(i-1)/dim) for i = 1..dim/2, shared by rope and the sinusoidal table."""
@@ -394,7 +398,9 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
             # the loss covers every position; the returned logits still honour logits_to_keep
             all_logits = logits if hidden_kept is hidden else self.lm_head(hidden)
             loss = F.cross_entropy(
-                all_logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device), ignore_index=-100
+                all_logits[:, :-1].flatten(0, 1).float(),
+                labels[:, 1:].flatten().to(logits.device),
+                ignore_index=IGNORE_INDEX,
             )
         return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values)
 
@@ -422,6 +428,7 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = [
+    "IGNORE_INDEX",
     "CharGPTForCausalLM",
     "CharGPTModel",
     "CharGPTPreTrainedModel",
