@@ -7,10 +7,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,7 +17,7 @@ from transformers import HfArgumentParser
 from data_scripts import load_qa_tsv
 from evaluation import load_metric, predict_birthplaces
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
-from training import UsageError, parse_args, run_cli
+from training import UsageError, atomic_write_json, atomic_write_text, parse_args, run_cli
 
 
 @dataclass
@@ -36,14 +33,6 @@ class EvalArguments:
     batch_size: int = field(default=128, metadata={"help": "Questions decoded together."})
     max_new_tokens: int = field(default=32, metadata={"help": "Characters generated per answer (reference 32)."})
     device: str = field(default="auto", metadata={"help": "'auto' (cuda if available), 'cpu' or 'cuda'."})
-
-
-def write_lines_atomically(path: str, lines: Sequence[str]) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False, suffix=".tmp") as f:
-        f.writelines(line + "\n" for line in lines)
-    os.replace(f.name, path)
 
 
 def build_parser() -> HfArgumentParser:
@@ -66,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         predictions = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
 
     if args.outputs_path:
-        write_lines_atomically(args.outputs_path, predictions)
+        atomic_write_text(args.outputs_path, "".join(line + "\n" for line in predictions))
     if not any(gold):
         print(f"No gold birth places in {args.eval_corpus_path}; wrote {len(predictions)} predictions"
               + (f" to {args.outputs_path}" if args.outputs_path else ""))
@@ -74,9 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     scores = load_metric().compute(predictions=predictions, references=gold)
     print(f"Correct: {scores['correct']} out of {scores['total']}: {100 * scores['accuracy']:.1f}%")
     if args.results_path:
-        with open(args.results_path, "w") as f:
-            json.dump({**scores, "eval_corpus_path": args.eval_corpus_path,
-                       "model": args.model_name_or_path or f"baseline:{args.baseline}"}, f, indent=2)
+        atomic_write_json(args.results_path, {**scores, "eval_corpus_path": args.eval_corpus_path,
+                                              "model": args.model_name_or_path or f"baseline:{args.baseline}"})
     return 0
 
 

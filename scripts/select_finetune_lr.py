@@ -10,7 +10,6 @@ point, atomically) into --out_dir; the finetuned models of the sweep are deleted
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shlex
@@ -23,6 +22,7 @@ from run_experiments import ROOT, check_stage_flags, evaluate, finetune_command,
 
 sys.path.insert(0, str(ROOT))
 from data_scripts import DataFileError, load_qa_tsv  # noqa: E402
+from training.files import atomic_write_json  # noqa: E402
 
 
 def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tuple[Path, Path]:
@@ -108,9 +108,7 @@ def main() -> None:
                      "holdout": opts.holdout, "split_seed": opts.split_seed, "seed": opts.seed, "points": []}
 
     def save() -> None:
-        tmp = out / "selection.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out / "selection.json")
+        atomic_write_json(out / "selection.json", summary)
 
     def finetune(tsv: Path, lr: float, tag: str) -> tuple[Path, float]:
         fin_dir = out / f"{tag}-finetune"

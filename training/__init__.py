@@ -2,6 +2,7 @@
 
 from .arguments import ModelArguments, TrainingArguments, build_model_config, fill_reference_defaults
 from .cli import UsageError, parse_args, run_cli
+from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
 from .loop import (
     TrainingDivergedError,
     TrainResult,
@@ -22,6 +23,9 @@ __all__ = [
     "TrainingArguments",
     "TrainingDivergedError",
     "UsageError",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
     "build_model_config",
     "build_optimizer",
     "fill_reference_defaults",
@@ -30,6 +34,7 @@ __all__ = [
     "cpu_has_fast_bf16",
     "resolve_precision",
     "parse_args",
+    "replace_folder",
     "report_done",
     "run_card",
     "run_cli",

@@ -22,6 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizer
 from transformers.utils import logging
 
 from .arguments import TrainingArguments
+from .files import atomic_write_json, replace_folder
 from .reporting import plot_loss_curve, write_model_card
 from .schedule import TokenCosineSchedule
 
@@ -174,12 +175,8 @@ def _save_checkpoint(accelerator: Accelerator, args: TrainingArguments, state: d
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp), safe_serialization=True)
     if accelerator.is_main_process:
-        with open(tmp / TRAINER_STATE, "w") as f:
-            json.dump(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        atomic_write_json(tmp / TRAINER_STATE, state, indent=None)
+        replace_folder(tmp, final)
         for old in sorted(root.glob("step-*"))[: -max(1, args.save_total_limit)]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
@@ -193,8 +190,7 @@ def _write_pretrained(
     shutil.rmtree(folder, ignore_errors=True)
     accelerator.unwrap_model(model).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    with open(folder / "train_results.json", "w") as f:
-        json.dump(results, f)
+    atomic_write_json(folder / "train_results.json", results, indent=None)
 
 
 def _save_final(
@@ -242,8 +238,7 @@ def _save_snapshot(
         tmp = Path(args.output_dir) / f".tmp-epoch-{epoch}"
         _write_pretrained(accelerator, model, tokenizer, tmp, {"epoch": epoch, "global_step": global_step,
                                                                "final_loss": loss, "train_seconds": round(seconds, 3)})
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        replace_folder(tmp, final)
     accelerator.wait_for_everyone()
 
 
