@@ -15,9 +15,16 @@ import torch
 from transformers import HfArgumentParser
 
 from data_scripts import load_qa_tsv
-from evaluation import load_metric, predict_birthplaces
-from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
-from training import UsageError, atomic_write_json, atomic_write_text, parse_args, run_cli
+from evaluation import check_questions, load_metric, predict_birthplaces
+from training import (
+    UsageError,
+    atomic_write_json,
+    atomic_write_text,
+    check_chargpt_folder,
+    load_chargpt,
+    parse_args,
+    run_cli,
+)
 
 
 @dataclass
@@ -50,8 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         predictions = ["London"] * len(questions)
     else:
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        model = CharGPTForCausalLM.from_pretrained(args.model_name_or_path).to(device)
-        tokenizer = CharTokenizer.from_pretrained(args.model_name_or_path)
+        config, tokenizer = check_chargpt_folder(args.model_name_or_path)
+        check_questions(args.eval_corpus_path, questions, tokenizer, config, args.max_new_tokens)  # before loading
+        model, tokenizer = load_chargpt(args.model_name_or_path)
+        model = model.to(device)
         predictions = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
 
     if args.outputs_path:

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser
-from transformers.utils import logging
 
 from data_scripts import (
     InterleavedDataset,
@@ -36,6 +35,7 @@ from training import (
     UsageError,
     build_model_config,
     fill_reference_defaults,
+    load_chargpt,
     make_accelerator,
     parse_args,
     report_done,
@@ -43,8 +43,6 @@ from training import (
     run_cli,
     train,
 )
-
-logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -71,11 +69,7 @@ class FinetuneDataArguments:
 def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer):
     if data_args.model_name_or_path is None:
         return CharGPTForCausalLM(build_model_config(model_args, corpus_tokenizer.vocab_size)), corpus_tokenizer
-    overrides = model_args.dropout_overrides()
-    model = CharGPTForCausalLM.from_pretrained(data_args.model_name_or_path, **overrides)
-    if overrides:
-        logger.info("dropout of the loaded model set to %s", overrides)
-    tokenizer = CharTokenizer.from_pretrained(data_args.model_name_or_path)
+    model, tokenizer = load_chargpt(data_args.model_name_or_path, **model_args.dropout_overrides())
     if tokenizer.get_vocab() != corpus_tokenizer.get_vocab():
         raise UsageError(
             f"the vocabulary of {data_args.model_name_or_path} differs from the one built from "
@@ -117,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = model.config
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
-    dataset = name_prompt_dataset(qa, tokenizer, block)
+    dataset = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
     deviations, on_epoch_start = {}, None
     if data_args.replay_pretraining:
         corrupted, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)

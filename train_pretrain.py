@@ -72,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
     mixed = {}
     if data_args.mixed_qa_corpus_path is not None:
-        prompts = name_prompt_dataset(load_qa_tsv(data_args.mixed_qa_corpus_path, block_size=block), tokenizer, block)
+        path = data_args.mixed_qa_corpus_path
+        prompts = name_prompt_dataset(load_qa_tsv(path, block_size=block), tokenizer, block, source=path)
         dataset = InterleavedDataset(dataset, prompts)
         mixed = {"mixed_qa": data_args.mixed_qa_corpus_path, "mixed_name_prompts": len(prompts)}
     collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate

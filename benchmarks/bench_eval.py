@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from data_scripts import load_pretrain_corpus, load_qa_tsv  # noqa: E402
 from evaluation import predict_birthplaces  # noqa: E402
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+from training import load_chargpt  # noqa: E402
 
 
 @torch.no_grad()
@@ -62,8 +63,7 @@ def main() -> None:
 
     text, _ = load_pretrain_corpus(os.path.join(opts.data_dir, "wiki.txt"))
     if opts.model_name_or_path:
-        model = CharGPTForCausalLM.from_pretrained(opts.model_name_or_path)
-        tok = CharTokenizer.from_pretrained(opts.model_name_or_path)
+        model, tok = load_chargpt(opts.model_name_or_path)
     else:
         tok = CharTokenizer.from_corpus(text)
         model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tok.vocab_size,

@@ -13,8 +13,10 @@ disagree (e.g. about quoting).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
@@ -82,6 +84,19 @@ def read_text_file(path: str | os.PathLike) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _no_progress_bar() -> Iterator[None]:
+    """`datasets` draws a "Generating train split" bar for every new file: noise, and it would come before an error
+    line (a bad row found later), which must be all a user sees."""
+    enabled = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets.utils.logging.enable_progress_bar()
+
+
 def _lines(text: str) -> list[str]:
     """Lines of a normalised file; a final newline terminates the last line rather than starting an empty one."""
     lines = text.split("\n")
@@ -113,9 +128,10 @@ def load_pretrain_corpus(path: str | os.PathLike) -> tuple[str, datasets.Dataset
                 path, line, f"contains the reserved {name} character {special!r} (U+{ord(special):04X})"
             )
     expected = text.split("\n")
-    ds = datasets.load_dataset(
-        "text", data_files=str(path), encoding="utf-8-sig", keep_linebreaks=False, split="train"
-    )
+    with _no_progress_bar():
+        ds = datasets.load_dataset(
+            "text", data_files=str(path), encoding="utf-8-sig", keep_linebreaks=False, split="train"
+        )
     if len(expected) == len(ds) + 1 and expected[-1] == "":
         # `datasets` treats the final newline as a terminator; the reference's split('\n') yields one more "".
         ds = ds.add_item({"text": ""})
@@ -188,19 +204,20 @@ def load_qa_tsv(
         answers.append(answer)
 
     features = datasets.Features({"question": datasets.Value("string"), "answer": datasets.Value("string")})
-    ds = datasets.load_dataset(
-        "csv",
-        data_files=str(path),
-        delimiter="\t",
-        column_names=["question", "answer"],
-        quoting=csv.QUOTE_NONE,  # quotes are ordinary characters in these files
-        keep_default_na=False,  # an answer "NA" or "null" stays a string
-        na_filter=False,
-        skip_blank_lines=False,
-        encoding="utf-8-sig",
-        features=features,
-        split="train",
-    )
+    with _no_progress_bar():
+        ds = datasets.load_dataset(
+            "csv",
+            data_files=str(path),
+            delimiter="\t",
+            column_names=["question", "answer"],
+            quoting=csv.QUOTE_NONE,  # quotes are ordinary characters in these files
+            keep_default_na=False,  # an answer "NA" or "null" stays a string
+            na_filter=False,
+            skip_blank_lines=False,
+            encoding="utf-8-sig",
+            features=features,
+            split="train",
+        )
     _check_same(path, questions, ds["question"])
     _check_same(path, answers, ds["answer"])
     return ds

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import datasets
 
-from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
+from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, UnknownCharacterError
 
-from .loading import ascii_only
+from .loading import DataFileError, ascii_only
 
 __all__ = ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"]
 
@@ -50,16 +51,26 @@ def _fingerprint(qa: datasets.Dataset, tokenizer, block_size: int) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-def name_prompt_dataset(qa: datasets.Dataset, tokenizer, block_size: int) -> datasets.Dataset:
+def name_prompt_dataset(
+    qa: datasets.Dataset, tokenizer, block_size: int, source: str | os.PathLike | None = None
+) -> datasets.Dataset:
     """The name prompts of a `load_qa_tsv` Dataset: columns ``input_ids`` and ``labels`` (lists of ints,
     ``block_size`` long), ready for `pad_collate` or `PackedCollator`.
 
-    Built in memory (no cache file; the fingerprint is derived from the rows, vocabulary and block size).
+    ``source`` is the file `qa` was loaded from (row i is its line i + 1, as `load_qa_tsv` allows no blank
+    lines): a character outside the vocabulary is then a `DataFileError` naming the file and line, not just the
+    character. Built in memory (no cache file; the fingerprint is derived from the rows, vocabulary and block size).
     """
 
-    def encode(batch: dict) -> dict:
-        pairs = zip(batch["question"], batch["answer"], strict=True)
-        out = [name_prompt_example(q, a, tokenizer, block_size) for q, a in pairs]
+    def encode(batch: dict, indices: list[int]) -> dict:
+        out = []
+        for index, question, answer in zip(indices, batch["question"], batch["answer"], strict=True):
+            try:
+                out.append(name_prompt_example(question, answer, tokenizer, block_size))
+            except UnknownCharacterError as err:
+                if source is None:
+                    raise
+                raise DataFileError(source, index + 1, str(err)) from None
         return {"input_ids": [o["input_ids"] for o in out], "labels": [o["labels"] for o in out]}
 
     features = datasets.Features(
@@ -71,6 +82,7 @@ def name_prompt_dataset(qa: datasets.Dataset, tokenizer, block_size: int) -> dat
     return qa.map(
         encode,
         batched=True,
+        with_indices=True,
         remove_columns=qa.column_names,
         features=features,
         keep_in_memory=True,

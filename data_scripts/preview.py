@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             ds, corruption = span_corruption_dataset(docs, tokenizer, args.block_size, args.seed)
             corruption.set_epoch(args.epoch)
         else:
-            qa = load_qa_tsv(data_dir / "birth_places_train.tsv", block_size=args.block_size)
-            ds = name_prompt_dataset(qa, tokenizer, args.block_size)
+            tsv = data_dir / "birth_places_train.tsv"
+            ds = name_prompt_dataset(load_qa_tsv(tsv, block_size=args.block_size), tokenizer, args.block_size, tsv)
     except (DataFileError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

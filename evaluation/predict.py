@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,7 +10,15 @@ import evaluate
 import torch
 from tqdm.auto import tqdm
 
-from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
+from data_scripts import DataFileError
+from modeling_chargpt import (
+    MASK_CHAR,
+    PAD_CHAR,
+    CharGPTConfig,
+    CharGPTForCausalLM,
+    CharTokenizer,
+    UnknownCharacterError,
+)
 
 METRIC_PATH = str(Path(__file__).resolve().parents[1] / "metrics" / "birthplace_accuracy")
 
@@ -17,6 +26,39 @@ METRIC_PATH = str(Path(__file__).resolve().parents[1] / "metrics" / "birthplace_
 def load_metric() -> evaluate.EvaluationModule:
     """The exact-match metric shipped in this repo (offline)."""
     return evaluate.load(METRIC_PATH)
+
+
+def check_questions(
+    path: str | os.PathLike,
+    questions: Sequence[str],
+    tokenizer: CharTokenizer,
+    config: CharGPTConfig,
+    max_new_tokens: int,
+) -> None:
+    """Refuse, naming `path` and the line, a question the model cannot answer, before any decoding starts.
+
+    `questions[i]` is line i + 1 of `path` (`load_qa_tsv` allows no blank lines). A question must use only the
+    vocabulary's characters (the reference looks each one up and fails on the first unknown one), must not
+    contain PAD or MASK (MASK ends the question), and, for learned positions or synthesizer attention, question
+    + MASK + `max_new_tokens` generated characters must fit in `block_size`.
+    """
+    bounded = config.position_embedding_type == "learned" or config.attention_type == "synthesizer"
+    for line, question in enumerate(questions, start=1):
+        for special, name in ((PAD_CHAR, "PAD"), (MASK_CHAR, "MASK")):
+            if special in question:
+                raise DataFileError(path, line, f"the question contains the reserved {name} character {special!r}")
+        try:
+            tokenizer.encode_text(question)
+        except UnknownCharacterError as err:
+            raise DataFileError(path, line, str(err)) from None
+        need = len(question) + max_new_tokens  # question + MASK + answer, the last character never fed back
+        if bounded and need > config.block_size:
+            raise DataFileError(
+                path, line,
+                f"question + MASK is {len(question) + 1} characters; with max_new_tokens={max_new_tokens} decoding "
+                f"needs {need} positions, more than this model's block_size={config.block_size} "
+                f"({config.position_embedding_type} positions, {config.attention_type} attention)",
+            )
 
 
 @torch.no_grad()

@@ -13,6 +13,7 @@ from .loop import (
     resolve_precision,
     train,
 )
+from .pretrained import check_chargpt_folder, load_chargpt
 from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
 
@@ -28,7 +29,9 @@ __all__ = [
     "atomic_write_text",
     "build_model_config",
     "build_optimizer",
+    "check_chargpt_folder",
     "fill_reference_defaults",
+    "load_chargpt",
     "find_latest_checkpoint",
     "make_accelerator",
     "cpu_has_fast_bf16",
