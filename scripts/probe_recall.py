@@ -18,13 +18,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_scripts import DataFileError, load_qa_tsv, read_text_file  # noqa: E402
-from training import load_chargpt  # noqa: E402
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer  # noqa: E402
 
 
 def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:
     """(dev questions, those whose place is in their wiki.txt line, places the model continues the line with)."""
-    model, tok = load_chargpt(model_dir)
-    model.eval()
+    if not (Path(model_dir) / "config.json").is_file():
+        raise DataFileError(Path(model_dir), None, "not a saved chargpt model (no config.json)")
+    tok = CharTokenizer.from_pretrained(model_dir)
+    model = CharGPTForCausalLM.from_pretrained(model_dir).eval()
     lines = read_text_file(Path(data_dir) / "wiki.txt").splitlines()
     line_of = {line.split(". ", 1)[0]: line for line in lines}
     questions = load_qa_tsv(Path(data_dir) / "birth_dev.tsv", model.config.block_size)
