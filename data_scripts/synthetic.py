@@ -2,26 +2,33 @@
 
 ``write_synthetic_corpus(out_dir, ...)`` writes, deterministically for a seed:
 
-- ``wiki.txt``: one line per invented person, ``Name. <one biography sentence>``, from varied templates; the
-  birthplace always appears in the sentence (some templates also name a second, distracting place);
+- ``wiki.txt``: short biography sentences of invented people, each naming the person first and the birthplace
+  soon after (some also name a second, distracting place, a job and a year); every person has
+  ``bios_per_person`` paraphrases (different sentence shapes, one line each), except the "one-sentence" dev
+  people below;
 - ``birth_places_train.tsv``: ``Where was Name born?<TAB>Place`` for the first ``n_train`` people;
 - ``birth_dev.tsv``: the next ``n_dev`` people, who appear in wiki.txt and never in the finetuning file;
+  with ``single_bio_dev=True`` every second of them (the 2nd, 4th, ...) is read in ONE sentence only, so a single
+  model shows what paraphrases do: ``birth_dev_paraphrased.tsv`` and ``birth_dev_single.tsv`` split the dev
+  questions into the two groups;
 - ``birth_test_inputs.tsv``: the questions for the next ``n_test`` people (no answers);
 - people beyond ``n_train + n_dev + n_test`` appear only in wiki.txt.
 
-As in the real files, wiki.txt lists the train people first, then dev, then test. Names and places are built
-from invented syllables; places follow a mildly skewed (Zipf 0.1) distribution whose most likely place is
-"London" (about 6% of people with the default 20 places), so the reference's London baseline and guessing the
-most common place score only a few percent, while a model that memorised wiki.txt in pretraining can do better.
+wiki.txt holds ``bios_per_person`` rounds; round r lists the r-th paraphrase of every person in the real files'
+order (train people first, then dev, then test), so a loader that does not shuffle (the reference's) still meets
+each person's paraphrases spread over the epoch. Names and places are built from invented syllables; places
+follow a mildly skewed (Zipf 0.1) distribution whose most likely place is "London" (about 6% of people with 20
+places), so the London baseline and guessing the most common place score only a few percent.
 
-The default size (300 people, 20 places) is calibrated for a 2-layer, 128-dim model on 2 CPU threads: with
-200 pretraining epochs (batch 32, lr 2e-3, dropout 0.1; about 2 minutes with packing) and 10-20 finetuning
-epochs (lr 1e-3), dev exact match measured 4-15% over world seeds, against 0% when finetuning from scratch.
-With 600 people and 60 pretraining epochs no effect showed; fewer places (20 rather than 40) helped most.
+Why several paraphrases: a model that read each fact in one sentence shape stores it (it completes the sentence)
+but rarely answers a question about it; reading it in several shapes stores it where a question can reach it
+(Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023; measured for `make demo` in README). The
+sentences put the place early because span corruption truncates documents: a late place is often cut away.
+
 Every character of the TSVs occurs in wiki.txt (the tokenizer is built from it); this is checked on write.
 
 CLI: ``python -m data_scripts.synthetic --out_dir DIR [--n_people N] [--n_train N] [--n_dev N] [--n_test N]
-[--n_places N] [--seed S]``.
+[--n_places N] [--bios_per_person K] [--single_bio_dev | --no-single_bio_dev] [--seed S]``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import random
 from pathlib import Path
+from typing import Any
 
 __all__ = ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"]
 
@@ -40,55 +48,66 @@ _JOBS = [
     "painter", "farmer", "poet", "sailor", "baker", "weaver", "doctor", "judge", "singer", "teacher",
     "miner", "architect", "historian", "chemist", "novelist", "composer", "soldier", "merchant",
 ]
-# {name} full name, {first}/{last} its parts, {place} the birthplace, {other} another place, {job}, {year}s.
+# {name} full name, {place} the birthplace, {other} another place, {job}, {year}s. The name comes first and the place
+# soon after: span corruption keeps a document's first characters most often.
+_FIRST_TEMPLATE = "Who was {name}? The {job} was born in {place} ."  # line 1: carries the question's W, h, ?
 _TEMPLATES = [
-    "Who was {name}? The {job} was born in {place} .",  # index 0: carries the question's 'W', 'h', '?'
+    "{name} was born in {place} and worked as a {job} in {other} .",
+    "{name}, born {year} in {place}, was a {job} .",
+    "{name} (born in {place}, {year}) was a {job} who lived in {other} .",
+    "{name} came from {place} ; the {job} died in {year2} .",
+    "{name} of {place} was a famous {job} .",
     "{name} is a {job} born in {place} .",
-    "Born in {place}, {first} became a {job} .",
-    "{name} ({year} {place} - {year2}) was a {job} .",
-    "{name} was a {job} from {place} who worked in {other} .",
-    "{first} {last} was born in {place} and later moved to {other} .",
-    "The {job} {name} was born in {year} in {place} .",
-    "{last} grew up in {place}, where {first} trained as a {job} .",
-    "After leaving {place} in {year}, {name} worked as a {job} in {other} .",
 ]
 QUESTION = "Where was {name} born?"
+# The demo's world (chosen by measurement, README "The demo"): small enough to memorise in a CPU minute or two.
+DEFAULTS = {"n_people": 250, "n_train": 150, "n_dev": 75, "n_test": 25, "n_places": 20, "bios_per_person": 4,
+            "single_bio_dev": True}
 PLACE_ZIPF_EXPONENT = 0.1  # birthplace frequencies ~ 1 / rank**exponent; "London" is rank 1
 
 
 class SyntheticWorld:
-    """The generated people: ``people`` is a list of ``(name, birthplace, wiki_line)`` in wiki.txt order."""
+    """The generated people: ``people`` is a list of ``(name, birthplace, bios)`` in the real files' order, where
+    ``bios`` is the tuple of that person's wiki.txt lines (their paraphrases)."""
 
-    def __init__(self, people: list[tuple[str, str, str]], n_train: int, n_dev: int, n_test: int) -> None:
+    def __init__(self, people: list[tuple[str, str, tuple[str, ...]]], n_train: int, n_dev: int, n_test: int) -> None:
         self.people = people
         self.n_train, self.n_dev, self.n_test = n_train, n_dev, n_test
 
     @property
-    def train(self) -> list[tuple[str, str, str]]:
+    def train(self) -> list[tuple[str, str, tuple[str, ...]]]:
         return self.people[: self.n_train]
 
     @property
-    def dev(self) -> list[tuple[str, str, str]]:
+    def dev(self) -> list[tuple[str, str, tuple[str, ...]]]:
         return self.people[self.n_train : self.n_train + self.n_dev]
 
     @property
-    def test(self) -> list[tuple[str, str, str]]:
+    def test(self) -> list[tuple[str, str, tuple[str, ...]]]:
         return self.people[self.n_train + self.n_dev : self.n_train + self.n_dev + self.n_test]
 
     def files(self) -> dict[str, str]:
-        """File name -> content, in the real data's layout (every file ends with a newline)."""
+        """File name -> content, in the real data's layout (every file ends with a newline). When some dev people
+        have fewer paraphrases than others, also ``birth_dev_paraphrased.tsv`` and ``birth_dev_single.tsv``."""
 
         def tsv(rows, with_answer=True):
             return "".join(
                 QUESTION.format(name=name) + (f"\t{place}" if with_answer else "") + "\n" for name, place, _ in rows
             )
 
-        return {
-            "wiki.txt": "".join(line + "\n" for _, _, line in self.people),
+        rounds = max(len(bios) for _, _, bios in self.people)
+        wiki = [bios[r] for r in range(rounds) for _, _, bios in self.people if r < len(bios)]
+        files = {
+            "wiki.txt": "".join(line + "\n" for line in wiki),
             "birth_places_train.tsv": tsv(self.train),
             "birth_dev.tsv": tsv(self.dev),
             "birth_test_inputs.tsv": tsv(self.test, with_answer=False),
         }
+        single = [p for p in self.dev if len(p[2]) == 1]
+        if single and len(single) < len(self.dev) and rounds > 1:
+            files["birth_dev_paraphrased.tsv"] = tsv([p for p in self.dev if len(p[2]) > 1])
+            files["birth_dev_single.tsv"] = tsv(single)
+        return files
 
 
 def _word(rng: random.Random, n_syllables: int) -> str:
@@ -96,7 +115,14 @@ def _word(rng: random.Random, n_syllables: int) -> str:
 
 
 def generate_synthetic_world(
-    n_people: int = 300, n_train: int = 150, n_dev: int = 75, n_test: int = 75, seed: int = 0, n_places: int = 20
+    n_people: int = DEFAULTS["n_people"],
+    n_train: int = DEFAULTS["n_train"],
+    n_dev: int = DEFAULTS["n_dev"],
+    n_test: int = DEFAULTS["n_test"],
+    seed: int = 0,
+    n_places: int = DEFAULTS["n_places"],
+    bios_per_person: int = DEFAULTS["bios_per_person"],
+    single_bio_dev: bool = DEFAULTS["single_bio_dev"],
 ) -> SyntheticWorld:
     """Invent the world (see the module docstring); pure function of its arguments."""
     for name, value in (("n_people", n_people), ("n_train", n_train), ("n_dev", n_dev), ("n_test", n_test),
@@ -105,6 +131,8 @@ def generate_synthetic_world(
             raise ValueError(f"{name}={value!r} must be a non-negative integer")
     if n_people < 1 or n_places < 2:
         raise ValueError(f"need n_people >= 1 and n_places >= 2, got n_people={n_people}, n_places={n_places}")
+    if not isinstance(bios_per_person, int) or not 1 <= bios_per_person <= len(_TEMPLATES):
+        raise ValueError(f"bios_per_person={bios_per_person!r} must be between 1 and {len(_TEMPLATES)}")
     if n_train + n_dev + n_test > n_people:
         raise ValueError(
             f"n_train + n_dev + n_test = {n_train + n_dev + n_test} is more than n_people={n_people}"
@@ -120,7 +148,7 @@ def generate_synthetic_world(
             places.append(place)
     weights = [1.0 / (rank + 1) ** PLACE_ZIPF_EXPONENT for rank in range(n_places)]
 
-    people: list[tuple[str, str, str]] = []
+    people: list[tuple[str, str, tuple[str, ...]]] = []
     names: set[str] = set()
     while len(people) < n_people:
         first = _word(rng, rng.randint(1, 2)).capitalize()
@@ -130,28 +158,26 @@ def generate_synthetic_world(
             continue
         names.add(name)
         place = rng.choices(places, weights)[0]
-        other = rng.choice([p for p in places if p != place])
-        template = _TEMPLATES[0] if not people else rng.choice(_TEMPLATES)
-        year = rng.randint(1700, 1950)
-        sentence = template.format(
-            name=name, first=first, last=last, place=place, other=other, job=rng.choice(_JOBS),
-            year=year, year2=year + rng.randint(30, 90),
-        )
-        people.append((name, place, f"{name}. {sentence}"))
+        k = len(people) - n_train
+        single = single_bio_dev and 0 <= k < n_dev and k % 2 == 1
+        templates = rng.sample(_TEMPLATES, 1 if single else bios_per_person)
+        if not people:
+            templates[0] = _FIRST_TEMPLATE
+        bios = []
+        for template in templates:
+            year = rng.randint(1700, 1950)
+            bios.append(template.format(
+                name=name, place=place, other=rng.choice([p for p in places if p != place]), job=rng.choice(_JOBS),
+                year=year, year2=year + rng.randint(30, 90),
+            ))
+        people.append((name, place, tuple(bios)))
     return SyntheticWorld(people, n_train, n_dev, n_test)
 
 
-def write_synthetic_corpus(
-    out_dir,
-    n_people: int = 300,
-    n_train: int = 150,
-    n_dev: int = 75,
-    n_test: int = 75,
-    seed: int = 0,
-    n_places: int = 20,
-) -> dict[str, Path]:
-    """Write the four files into ``out_dir`` (created if needed); returns file name -> path."""
-    world = generate_synthetic_world(n_people, n_train, n_dev, n_test, seed, n_places)
+def write_synthetic_corpus(out_dir, seed: int = 0, **sizes: Any) -> dict[str, Path]:
+    """Write the world's files into ``out_dir`` (created if needed); returns file name -> path. ``sizes`` are
+    `generate_synthetic_world`'s keyword arguments (``n_people``, ``bios_per_person``, ...)."""
+    world = generate_synthetic_world(seed=seed, **sizes)
     files = world.files()
     wiki_chars = set(files["wiki.txt"])
     for fname, content in files.items():
@@ -171,20 +197,22 @@ def write_synthetic_corpus(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m data_scripts.synthetic",
-        description="Write a small invented birthplace world (wiki.txt and the three TSVs) into a directory.",
+        description="Write a small invented birthplace world (wiki.txt and the TSVs) into a directory.",
     )
-    parser.add_argument("--out_dir", required=True, help="directory to write the four files into")
-    parser.add_argument("--n_people", type=int, default=300, help="people in wiki.txt (default 300)")
-    parser.add_argument("--n_train", type=int, default=150, help="people in birth_places_train.tsv (default 150)")
-    parser.add_argument("--n_dev", type=int, default=75, help="people in birth_dev.tsv (default 75)")
-    parser.add_argument("--n_test", type=int, default=75, help="people in birth_test_inputs.tsv (default 75)")
-    parser.add_argument("--n_places", type=int, default=20, help="distinct birthplaces (default 20)")
+    parser.add_argument("--out_dir", required=True, help="directory to write the files into")
+    for name, help_text in (("n_people", "people in wiki.txt"), ("n_train", "people in birth_places_train.tsv"),
+                            ("n_dev", "people in birth_dev.tsv"), ("n_test", "people in birth_test_inputs.tsv"),
+                            ("n_places", "distinct birthplaces"),
+                            ("bios_per_person", f"paraphrased sentences per person, 1..{len(_TEMPLATES)}")):
+        parser.add_argument(f"--{name}", type=int, default=DEFAULTS[name],
+                            help=f"{help_text} (default {DEFAULTS[name]})")
+    parser.add_argument("--single_bio_dev", action=argparse.BooleanOptionalAction, default=DEFAULTS["single_bio_dev"],
+                        help="every second dev person is read in one sentence only (default on)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    sizes = {name: getattr(args, name) for name in DEFAULTS}
     try:
-        paths = write_synthetic_corpus(
-            args.out_dir, args.n_people, args.n_train, args.n_dev, args.n_test, args.seed, args.n_places
-        )
+        paths = write_synthetic_corpus(args.out_dir, args.seed, **sizes)
     except ValueError as e:
         parser.error(str(e))
     for path in paths.values():

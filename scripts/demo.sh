@@ -14,5 +14,5 @@ python -c "import modeling_chargpt, data_scripts, training, accelerate" 2>/dev/n
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
 python -m data_scripts.synthetic --out_dir "$OUT/data" ${SYNTHETIC_ARGS:-}
-python scripts/run_experiments.py --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants learned,rope "$@"
+python scripts/run_experiments.py --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants "${VARIANTS:-rope}" "$@"
 echo "demo wall time: $(( $(date +%s) - start ))s"

@@ -28,11 +28,18 @@ def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:
     tok = CharTokenizer.from_pretrained(model_dir)
     model = CharGPTForCausalLM.from_pretrained(model_dir).eval()
     lines = read_text_file(Path(data_dir) / "wiki.txt").splitlines()
-    line_of = {line.split(". ", 1)[0]: line for line in lines}
+    line_of = {line.split(". ", 1)[0]: line for line in lines}  # the real layout: "Name. sentence"
+
+    def person_line(name: str) -> str:
+        """The person's wiki.txt line: "Name. ..." (real data), else the first line that starts with the name."""
+        if name in line_of:
+            return line_of[name]
+        return next((line for line in lines if line.startswith(name) and not line[len(name):][:1].isalnum()), "")
+
     questions = load_qa_tsv(Path(data_dir) / "birth_dev.tsv", model.config.block_size)
     found = recalled = 0
     for question, place in zip(questions["question"], questions["answer"], strict=True):
-        line = line_of.get(question[len("Where was "):-len(" born?")], "")
+        line = person_line(question[len("Where was "):-len(" born?")])
         idx = line.find(place) if place else -1
         if idx < 0 or idx >= model.config.block_size - 8:
             continue

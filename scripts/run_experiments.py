@@ -11,7 +11,6 @@ import argparse
 import importlib
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
+DEV_GROUPS = {"paraphrased": "birth_dev_paraphrased.tsv", "single": "birth_dev_single.tsv"}
 
 # Tiny shapes and budgets; flags go to both training scripts unless prefixed by the stage.
 RECIPES: dict[str, dict] = {
@@ -30,12 +31,18 @@ RECIPES: dict[str, dict] = {
         "finetune": ["--num_train_epochs", "10"],
         "finetune_scratch": ["--num_train_epochs", "10"],
     },
+    # The demo's tiny model on the synthetic world (data_scripts/synthetic.py), chosen by measurement on 2 CPU cores:
+    # ~2,000 pretraining steps of 64 documents memorise the world's birthplaces, and the gentle finetuning keeps
+    # them. Measured numbers: README "The demo" (results/demo_cpu.json).
     "demo": {
-        "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "128"],
-        "pretrain": ["--num_train_epochs", "200", "--per_device_train_batch_size", "32", "--learning_rate", "2e-3"],
-        "finetune": ["--num_train_epochs", "20", "--per_device_train_batch_size", "32", "--learning_rate", "1e-3"],
-        "finetune_scratch": ["--num_train_epochs", "20", "--per_device_train_batch_size", "32",
-                             "--learning_rate", "1e-3"],
+        "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "128", "--dropout", "0",
+                  "--shuffle", "True"],
+        "pretrain": ["--num_train_epochs", "144", "--per_device_train_batch_size", "64", "--learning_rate", "3e-3",
+                     "--warmup_tokens", "325120"],
+        "finetune": ["--num_train_epochs", "30", "--per_device_train_batch_size", "32", "--learning_rate", "1e-4",
+                     "--shuffle", "True"],
+        "finetune_scratch": ["--num_train_epochs", "30", "--per_device_train_batch_size", "32",
+                             "--learning_rate", "1e-4"],
     },
 }
 
@@ -72,16 +79,38 @@ def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, s
 
 
 def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False) -> dict:
+    """Run evaluate_birthplace.py; its scores come back through --results_path (JSON), not from its log."""
     cmd = [sys.executable, str(ROOT / "evaluate_birthplace.py"), "--eval_corpus_path", str(tsv),
            "--outputs_path", str(predictions)]
     cmd += ["--baseline", "london"] if baseline else ["--model_name_or_path", str(model_dir)]
+    scores_path = predictions.with_name(predictions.name + ".json")
+    scores_path.unlink(missing_ok=True)
+    cmd += ["--results_path", str(scores_path)]
     seconds = run(cmd, log)
-    text = log.read_text()
-    match = re.search(r"Correct: (\d+) out of (\d+): ([\d.]+)%", text)
     result = {"seconds": round(seconds, 1), "predictions": str(predictions)}
-    if match:
-        result.update(correct=int(match[1]), total=int(match[2]), accuracy=float(match[3]))
+    if scores_path.exists():  # written only when the TSV has gold answers
+        scores = json.loads(scores_path.read_text())
+        result.update(correct=scores["correct"], total=scores["total"], accuracy=round(100 * scores["accuracy"], 1))
     return result
+
+
+def group_scores(predictions: Path, dev: Path, groups: dict[str, Path]) -> dict[str, dict]:
+    """Exact match of one dev predictions file within each group of dev questions (a TSV holding a subset of them):
+    one model, several kinds of people (e.g. read in several paraphrases or in one sentence)."""
+    answer_of = {}
+    for question, prediction in zip(_questions(dev), predictions.read_text(encoding="utf-8").splitlines(),
+                                    strict=True):
+        answer_of[question] = prediction
+    out = {}
+    for name, tsv in groups.items():
+        rows = [line.split("\t") for line in tsv.read_text(encoding="utf-8").splitlines()]
+        correct = sum(answer_of[question] == gold for question, gold in rows)
+        out[name] = {"correct": correct, "total": len(rows), "accuracy": round(100 * correct / len(rows), 1)}
+    return out
+
+
+def _questions(tsv: Path) -> list[str]:
+    return [line.split("\t")[0] for line in tsv.read_text(encoding="utf-8").splitlines()]
 
 
 def check_stage_flags(stage: str, flags: list[str], what: str) -> None:
@@ -147,6 +176,9 @@ def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
 def main() -> None:
     opts = build_parser().parse_args()
     check_all_stage_flags(opts)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from training.files import atomic_write_json, atomic_write_text
 
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,6 +186,7 @@ def main() -> None:
     extra = opts.extra.split()
     wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"
     dev, test = data / "birth_dev.tsv", data / "birth_test_inputs.tsv"
+    groups = {name: data / fname for name, fname in DEV_GROUPS.items() if (data / fname).exists()}
     rows: list[dict] = []
     total_start = time.perf_counter()
 
@@ -163,16 +196,17 @@ def main() -> None:
                    "pretrain_extra": opts.pretrain_extra,
                    "command": shlex.join(["python", *sys.argv]), "data_dir": str(data), "threads": opts.threads,
                    "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
-        tmp = out / "results.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out / "results.json")
+        atomic_write_json(out / "results.json", summary)
         return summary
 
     def report(row: dict) -> None:
+        if groups and "accuracy" in row.get("dev", {}):
+            row["dev_groups"] = group_scores(Path(row["dev"]["predictions"]), dev, groups)
         rows.append(row)
         write_summary()
         acc = row.get("dev", {}).get("accuracy")
-        print(f"  {row['name']:<28} dev {acc if acc is not None else '-':>5}%   "
+        parts = "".join(f"   {g} {v['accuracy']:>5}%" for g, v in row.get("dev_groups", {}).items())
+        print(f"  {row['name']:<28} dev {acc if acc is not None else '-':>5}%{parts}   "
               f"train {row.get('train_seconds', 0):>6.0f}s", flush=True)
 
     pretrain_flags = pretrain_stage_flags(opts)
@@ -233,13 +267,16 @@ def main() -> None:
                         "dev": evaluate(snap_fin, dev, out / f"{tag}.dev.predictions", out / f"{tag}.dev.log")})
 
     summary = write_summary()
-    lines = ["| run | dev accuracy | train wall time (s) |", "| --- | --- | --- |"]
+    def cell(scores: dict) -> str:
+        return f"{scores['accuracy']:.1f}% ({scores['correct']}/{scores['total']})" if "accuracy" in scores else "-"
+
+    lines = ["| run | dev accuracy | " + "".join(f"dev: {g} | " for g in groups) + "train wall time (s) |",
+             "| --- | --- | " + "--- | " * len(groups) + "--- |"]
     for row in rows:
-        dev_row = row.get("dev", {})
-        acc = f"{dev_row['accuracy']:.1f}% ({dev_row['correct']}/{dev_row['total']})" if "accuracy" in dev_row else "-"
-        lines.append(f"| {row['name']} | {acc} | {row.get('train_seconds', 0):.0f} |")
+        cells = [cell(row.get("dev", {}))] + [cell(row.get("dev_groups", {}).get(g, {})) for g in groups]
+        lines.append(f"| {row['name']} | {' | '.join(cells)} | {row.get('train_seconds', 0):.0f} |")
     table = "\n".join(lines)
-    (out / "results.md").write_text(table + "\n")
+    atomic_write_text(out / "results.md", table + "\n")
     print(f"\n{table}\n\ntotal wall time {summary['total_seconds']:.0f}s; results in {out}/results.json")
 
 

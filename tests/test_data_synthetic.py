@@ -22,10 +22,11 @@ from modeling_chargpt import CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ["wiki.txt", "birth_places_train.tsv", "birth_dev.tsv", "birth_test_inputs.tsv"]
+GROUP_FILES = ["birth_dev_paraphrased.tsv", "birth_dev_single.tsv"]
 
 
 def _read_all(d: Path) -> dict[str, bytes]:
-    return {f: (d / f).read_bytes() for f in FILES}
+    return {f: (d / f).read_bytes() for f in FILES if (d / f).exists()}
 
 
 @pytest.fixture(scope="module")
@@ -36,52 +37,57 @@ def default_world(tmp_path_factory):
 
 
 def test_layout_and_default_sizes(default_world):
-    assert sorted(p.name for p in default_world.iterdir()) == sorted(FILES)
-    wiki = (default_world / "wiki.txt").read_text(encoding="utf-8").split("\n")
-    train = (default_world / "birth_places_train.tsv").read_text(encoding="utf-8").split("\n")
-    dev = (default_world / "birth_dev.tsv").read_text(encoding="utf-8").split("\n")
-    test = (default_world / "birth_test_inputs.tsv").read_text(encoding="utf-8").split("\n")
+    assert sorted(p.name for p in default_world.iterdir()) == sorted(FILES + GROUP_FILES)
+    lines = {f: (default_world / f).read_text(encoding="utf-8").split("\n") for f in FILES + GROUP_FILES}
     # every file ends with a newline, as the real ones do
-    assert [wiki[-1], train[-1], dev[-1], test[-1]] == ["", "", "", ""]
-    assert (len(wiki) - 1, len(train) - 1, len(dev) - 1, len(test) - 1) == (300, 150, 75, 75)
-    assert all("\t" not in q for q in test[:-1])
+    assert all(content[-1] == "" for content in lines.values())
+    counts = {f: len(content) - 1 for f, content in lines.items()}
+    # 4 paraphrases for everyone but every second dev person (37 of 75), who is read in one sentence
+    assert counts == {"wiki.txt": 4 * 213 + 37, "birth_places_train.tsv": 150, "birth_dev.tsv": 75,
+                      "birth_test_inputs.tsv": 25, "birth_dev_paraphrased.tsv": 38, "birth_dev_single.tsv": 37}
+    assert all("\t" not in q for q in lines["birth_test_inputs.tsv"][:-1])
 
 
 def test_real_pipeline_loads_it(default_world):
     text, docs = load_pretrain_corpus(default_world / "wiki.txt")
     tok = CharTokenizer.from_corpus(text)
-    train = load_qa_tsv(default_world / "birth_places_train.tsv", block_size=128)
-    dev = load_qa_tsv(default_world / "birth_dev.tsv", block_size=128)
+    tsvs = [load_qa_tsv(default_world / f, block_size=128) for f in FILES[1:3] + GROUP_FILES]
     test = load_qa_tsv(default_world / "birth_test_inputs.tsv", block_size=128, require_answer=False)
-    assert (len(docs), len(train), len(dev), len(test)) == (301, 150, 75, 75)
+    assert len(docs) == 889 + 1  # the reference's split('\n') keeps the empty string after the last newline
     # only characters of its own wiki.txt: every prompt encodes with the wiki tokenizer
-    for qa in (train, dev, test):
+    for qa in (*tsvs, test):
         assert len(name_prompt_dataset(qa, tok, 128)) == len(qa)
     corr, _ = span_corruption_dataset(docs, tok, 128, seed=0)
-    assert len(corr[:]["input_ids"]) == 301
-    assert all(len(line) <= 120 for line in text.split("\n"))  # short lines: cheap to pretrain on
+    assert len(corr[:]["input_ids"]) == 890
+    assert all(len(line) <= 100 for line in text.split("\n"))  # short lines: cheap to pretrain on
 
 
-def test_people_places_and_questions(default_world):
+def test_people_paraphrases_and_questions(default_world):
     wiki = (default_world / "wiki.txt").read_text(encoding="utf-8").splitlines()
-    rows = {}
-    for f in FILES[1:]:
-        rows[f] = [line.split("\t") for line in (default_world / f).read_text(encoding="utf-8").splitlines()]
-    names = [line.split(". ", 1)[0] for line in wiki]
-    assert len(set(names)) == 300  # distinct invented people
+    rows = {f: [line.split("\t") for line in (default_world / f).read_text(encoding="utf-8").splitlines()]
+            for f in FILES[1:] + GROUP_FILES}
+    world = generate_synthetic_world()
+    assert len({name for name, _, _ in world.people}) == 250  # distinct invented people
     people = rows["birth_places_train.tsv"] + rows["birth_dev.tsv"] + [[q[0], None] for q in rows[FILES[3]]]
-    for i, (question, place) in enumerate(people):
-        name = names[i]  # wiki.txt order: train, then dev, then test people (as in the real data)
-        assert question == f"Where was {name} born?"
-        sentence = wiki[i].split(". ", 1)[1]
-        assert wiki[i].startswith(f"{name}. ")
-        if place is not None:
-            assert place in sentence  # the birthplace appears in the person's sentence
+    for (question, place), (name, true_place, bios) in zip(people, world.people, strict=True):
+        assert question == f"Where was {name} born?"  # the files' order: train, dev, test (as in the real data)
+        assert place in (None, true_place)
+        mentions = [line for line in wiki if name in line]
+        assert sorted(mentions) == sorted(bios)  # each paraphrase is one wiki.txt line, and nothing else names them
+        assert all(true_place in line for line in bios)  # the birthplace appears in every paraphrase
+        assert all(line.index(name) < line.index(true_place) for line in bios)  # the name first, then the place
+        shapes = {line.replace(name, "N").split(true_place)[0] for line in bios}
+        assert len(shapes) == len(bios)  # paraphrases, not copies: a different shape each
+    # wiki.txt lists the first paraphrase of everyone first, in the files' order, then the second, ...
+    assert [line for line in wiki[:250]] == [bios[0] for _, _, bios in world.people]
+    # the two dev groups split dev: the single-sentence people are every second one
+    dev = [q for q, _ in rows["birth_dev.tsv"]]
+    single = [q for q, _ in rows["birth_dev_single.tsv"]]
+    assert single == dev[1::2] and [q for q, _ in rows["birth_dev_paraphrased.tsv"]] == dev[0::2]
+    assert all(len(bios) == 1 for name, _, bios in world.dev[1::2])
     train_names = {q for q, _ in rows["birth_places_train.tsv"]}
     for row in rows["birth_dev.tsv"] + rows["birth_test_inputs.tsv"]:
         assert row[0] not in train_names  # dev/test people are only in wiki.txt, never in finetuning
-    templates = Counter(sentence.split(" ")[0] for sentence in (line.split(". ", 1)[1] for line in wiki))
-    assert len(templates) >= 5  # varied sentence shapes
     # guessing the most common training place, or the reference's "London", is a weak baseline on dev
     counts = Counter(p for _, p in rows["birth_places_train.tsv"])
     top = counts.most_common(1)[0][0]
@@ -105,19 +111,25 @@ def test_deterministic_per_seed_across_processes(tmp_path, default_world):
     assert proc.returncode == 0, proc.stderr
     assert "RuntimeWarning" not in proc.stderr
     assert _read_all(c) == _read_all(a)
-    assert f"wrote {c / 'wiki.txt'} (300 lines)" in proc.stdout
+    assert f"wrote {c / 'wiki.txt'} (889 lines)" in proc.stdout
 
 
 def test_size_flags(tmp_path):
-    write_synthetic_corpus(tmp_path, n_people=50, n_train=20, n_dev=10, n_test=5, n_places=8, seed=3)
+    write_synthetic_corpus(tmp_path, n_people=50, n_train=20, n_dev=10, n_test=5, n_places=8, seed=3,
+                           bios_per_person=1, single_bio_dev=False)
     counts = {f: len((tmp_path / f).read_text(encoding="utf-8").splitlines()) for f in FILES}
     assert counts == {"wiki.txt": 50, "birth_places_train.tsv": 20, "birth_dev.tsv": 10, "birth_test_inputs.tsv": 5}
+    assert not (tmp_path / GROUP_FILES[0]).exists()  # one sentence for everyone: no groups to compare
     places = {line.split("\t")[1] for line in (tmp_path / "birth_places_train.tsv").read_text().splitlines()}
     assert len(places) <= 8
     world = generate_synthetic_world(n_people=1, n_train=1, n_dev=0, n_test=0)
     assert world.files()["birth_places_train.tsv"].startswith("Where was ")
     with pytest.raises(ValueError, match="more than n_people=10"):
         generate_synthetic_world(n_people=10, n_train=8, n_dev=2, n_test=1)
+    with pytest.raises(ValueError, match="bios_per_person=7 must be between 1 and 6"):
+        generate_synthetic_world(bios_per_person=7)
+    two = generate_synthetic_world(n_people=20, n_train=10, n_dev=6, n_test=4, bios_per_person=2)
+    assert [len(bios) for _, _, bios in two.dev] == [2, 1, 2, 1, 2, 1]
 
 
 def test_cli_rejects_bad_sizes(tmp_path):
@@ -126,5 +138,5 @@ def test_cli_rejects_bad_sizes(tmp_path):
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False,
     )
     assert proc.returncode == 2
-    assert "n_train + n_dev + n_test = 300 is more than n_people=5" in proc.stderr
+    assert "n_train + n_dev + n_test = 250 is more than n_people=5" in proc.stderr
     assert not (tmp_path / "wiki.txt").exists()

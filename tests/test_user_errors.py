@@ -28,6 +28,9 @@ def test_atomic_write_replaces_whole_files_and_leaves_no_temporary(tmp_path):
     atomic_write_text(path, "second\n")
     assert path.read_text() == "second\n"
     assert os.listdir(path.parent) == ["results.json"]
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")  # an atomic write gives the file the permissions an ordinary write would (not 0600)
+    assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
 
 
 def test_a_failed_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
@@ -62,6 +65,8 @@ QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
 def world(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("world")
     write_synthetic_corpus(out, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
+    with open(out / "wiki.txt", "a", encoding="utf-8") as f:
+        f.write("Ann Ab of Paris was a famous poet .\n")  # the letters the questions below use
     return out
 
 
