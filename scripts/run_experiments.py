@@ -97,20 +97,14 @@ def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, ba
 def group_scores(predictions: Path, dev: Path, groups: dict[str, Path]) -> dict[str, dict]:
     """Exact match of one dev predictions file within each group of dev questions (a TSV holding a subset of them):
     one model, several kinds of people (e.g. read in several paraphrases or in one sentence)."""
-    answer_of = {}
-    for question, prediction in zip(_questions(dev), predictions.read_text(encoding="utf-8").splitlines(),
-                                    strict=True):
-        answer_of[question] = prediction
+    questions = [line.split("\t")[0] for line in dev.read_text(encoding="utf-8").splitlines()]
+    answer_of = dict(zip(questions, predictions.read_text(encoding="utf-8").splitlines(), strict=True))
     out = {}
     for name, tsv in groups.items():
         rows = [line.split("\t") for line in tsv.read_text(encoding="utf-8").splitlines()]
         correct = sum(answer_of[question] == gold for question, gold in rows)
         out[name] = {"correct": correct, "total": len(rows), "accuracy": round(100 * correct / len(rows), 1)}
     return out
-
-
-def _questions(tsv: Path) -> list[str]:
-    return [line.split("\t")[0] for line in tsv.read_text(encoding="utf-8").splitlines()]
 
 
 def check_stage_flags(stage: str, flags: list[str], what: str) -> None:
