@@ -14,16 +14,13 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import modeling_chargpt.modeling_chargpt as modeling  # noqa: E402
-from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, packed_causal_mask  # noqa: E402
-from training.loop import cpu_has_fast_bf16  # noqa: E402
+import modeling_chargpt.modeling_chargpt as modeling
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, packed_causal_mask
+from training.loop import cpu_has_fast_bf16
 
 
 def median_seconds(fn, steps: int) -> float:

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset  # noqa: E402
-from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 
 def build_parser() -> argparse.ArgumentParser:

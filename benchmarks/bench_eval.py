@@ -19,12 +19,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from data_scripts import load_pretrain_corpus, load_qa_tsv  # noqa: E402
-from evaluation import predict_birthplaces  # noqa: E402
-from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
-from training import load_chargpt  # noqa: E402
+from data_scripts import load_pretrain_corpus, load_qa_tsv
+from evaluation import predict_birthplaces
+from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from training import load_chargpt
 
 
 @torch.no_grad()

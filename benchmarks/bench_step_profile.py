@@ -20,13 +20,10 @@ import time
 from pathlib import Path
 
 import torch
+from bench_train import make_step  # its sibling: a script's own folder is on sys.path when it runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_train import make_step  # noqa: E402  (this folder is on sys.path when run as a script)
-
-from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset  # noqa: E402
-from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
+from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 OPTIMIZERS = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 

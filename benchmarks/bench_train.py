@@ -25,9 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from data_scripts import (  # noqa: E402
+from data_scripts import (
     PackedCollator,
     load_pretrain_corpus,
     load_qa_tsv,
@@ -35,8 +33,8 @@ from data_scripts import (  # noqa: E402
     pad_collate,
     span_corruption_dataset,
 )
-from modeling_chargpt import IGNORE_INDEX, CharGPTConfig, CharGPTForCausalLM, CharTokenizer  # noqa: E402
-from training.loop import resolve_precision  # noqa: E402
+from modeling_chargpt import IGNORE_INDEX, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from training.loop import resolve_precision
 
 
 class ReferenceSelfAttention(nn.Module):

@@ -15,10 +15,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from data_scripts import DataFileError, load_qa_tsv, read_text_file  # noqa: E402
-from modeling_chargpt import CharGPTForCausalLM, CharTokenizer  # noqa: E402
+from data_scripts import DataFileError, load_qa_tsv, read_text_file
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 
 
 def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:

@@ -17,6 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from training.cli import UsageError, check_flags
+from training.files import atomic_write_json, atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 # Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
 DEV_GROUPS = {"paraphrased": "birth_dev_paraphrased.tsv", "single": "birth_dev_single.tsv"}
@@ -109,10 +112,6 @@ def group_scores(predictions: Path, dev: Path, groups: dict[str, Path]) -> dict[
 
 def check_stage_flags(stage: str, flags: list[str], what: str) -> None:
     """Parse one stage's flags now, so a flag its script does not take fails in a second, not after the stage before."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from training.cli import UsageError, check_flags
-
     script = f"train_{stage}.py"
     required = ["--pretrain_corpus_path", "wiki.txt", "--output_dir", "out"]  # placeholders: only flags are checked
     if stage == "finetune":
@@ -170,10 +169,6 @@ def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
 def main() -> None:
     opts = build_parser().parse_args()
     check_all_stage_flags(opts)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from training.files import atomic_write_json, atomic_write_text
-
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     recipe = RECIPES[opts.recipe]

@@ -18,11 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from run_experiments import ROOT, check_stage_flags, evaluate, finetune_command, run
+from run_experiments import check_stage_flags, evaluate, finetune_command, run
 
-sys.path.insert(0, str(ROOT))
-from data_scripts import DataFileError, load_qa_tsv  # noqa: E402
-from training.files import atomic_write_json  # noqa: E402
+from data_scripts import DataFileError, load_qa_tsv
+from training.files import atomic_write_json
 
 
 def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tuple[Path, Path]:
@@ -121,7 +120,7 @@ def main() -> None:
         fin_dir, seconds = finetune(train_part, lr, tag)
         held = evaluate(fin_dir, held_part, out / f"{tag}.holdout.predictions", out / f"{tag}.holdout.log")
         if "correct" not in held:
-            sys.exit(f"{out / f'{tag}.holdout.log'}: no 'Correct: N out of M' line (did the evaluation fail?)")
+            sys.exit(f"{out / f'{tag}.holdout.log'}: the evaluation wrote no scores (--results_path JSON)")
         summary["points"].append({"learning_rate": lr, "finetune_seconds": round(seconds, 1), "holdout": held})
         print(f"  lr {lr:<8g} held-out {held['accuracy']:5.1f}% ({held['correct']}/{held['total']})  "
               f"finetune {seconds:.0f}s", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import re
@@ -37,15 +38,27 @@ def readme_commands() -> list[str]:
 
 @functools.cache
 def load(script: str):
-    """A script or benchmark as a module (its own folder on sys.path, as when it runs)."""
+    """A script or benchmark as a module named as when it runs, its sibling scripts loaded first the same way.
+
+    Run as a script, its own folder is on sys.path, so `from run_experiments import ...` finds the sibling; here the
+    sibling goes into sys.modules under that name instead, which needs no sys.path edit."""
     path = ROOT / script
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(f"readme_{path.stem}", path)
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look themselves up
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
+    loaded = sys.modules.get(path.stem)
+    if loaded is not None and Path(getattr(loaded, "__file__", "")) == path:  # e.g. a root script a test imported
+        return loaded
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module]
+        else:
+            continue
+        for sibling in (path.parent / f"{name}.py" for name in names):
+            if sibling.is_file():
+                load(str(sibling.relative_to(ROOT)))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look themselves up
+    spec.loader.exec_module(module)
     return module
 
 
