@@ -77,5 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def cli() -> int:
+    """The installed `chargpt-evaluate` command: like running this file, bad input ends as one line."""
+    return run_cli(main)
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    sys.exit(cli())

@@ -94,5 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     return report_done(accelerator, result, "pretraining", args.output_dir)
 
+def cli() -> int:
+    """The installed `chargpt-pretrain` command: like running this file, bad input ends as one line."""
+    return run_cli(main)
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    sys.exit(cli())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
+from importlib.resources import as_file, files
 
 import evaluate
 import torch
@@ -20,12 +20,16 @@ from modeling_chargpt import (
     UnknownCharacterError,
 )
 
-METRIC_PATH = str(Path(__file__).resolve().parents[1] / "metrics" / "birthplace_accuracy")
+METRIC_SCRIPT = "birthplace_accuracy.py"  # an `evaluate` metric script shipped inside this package
 
 
 def load_metric() -> evaluate.EvaluationModule:
-    """The exact-match metric shipped in this repo (offline)."""
-    return evaluate.load(METRIC_PATH)
+    """The exact-match metric, loaded offline from this package's own files (a checkout or an installed wheel).
+
+    Hub metrics cannot load offline; `evaluate` copies a local script into its modules cache, so the file only has
+    to exist while it loads (`as_file` extracts it if the package is zipped)."""
+    with as_file(files(__package__) / METRIC_SCRIPT) as script:
+        return evaluate.load(str(script))
 
 
 def check_questions(

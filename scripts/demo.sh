@@ -10,7 +10,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
-python -c "import modeling_chargpt, data_scripts, training, accelerate" 2>/dev/null || python -m pip install -q -e .
+# -I: what is installed, not this folder (an install older than the installed scripts is redone)
+python -I -c "import modeling_chargpt, data_scripts, training, train_pretrain, accelerate" 2>/dev/null \
+  || python -m pip install -q -e .
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
 python -m data_scripts.synthetic --out_dir "$OUT/data" ${SYNTHETIC_ARGS:-}
