@@ -1,6 +1,6 @@
 """`datasets` pipelines for the chargpt training scripts: loading, span corruption, name prompts, packing,
 mixing name prompts into pretraining, and the synthetic default corpus. Every piece is a plain function over
-`datasets` rows.
+`datasets` rows; `device_batches` builds the same batches with tensor operations on the training device.
 
 Names are imported lazily (PEP 562), so ``python -m data_scripts.synthetic`` runs without importing torch,
 transformers or datasets.
@@ -12,7 +12,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset"],
+    "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset", "truncation_range"],
+    "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["DataFileError", "ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
     "mixing": ["InterleavedDataset", "even_interleaving"],
@@ -26,7 +27,8 @@ _MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the los
 if TYPE_CHECKING:
     from modeling_chargpt import IGNORE_INDEX
 
-    from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset
+    from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset, truncation_range
+    from .device_batches import DeviceBatches, EncodedExamples
     from .loading import DataFileError, ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length, read_text_file
     from .mixing import InterleavedDataset, even_interleaving
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
@@ -50,6 +52,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "IGNORE_INDEX",
     "DataFileError",
+    "DeviceBatches",
+    "EncodedExamples",
     "InterleavedDataset",
     "PackedCollator",
     "SpanCorruption",
@@ -68,5 +72,6 @@ __all__ = [
     "prompt_length",
     "read_text_file",
     "span_corruption_dataset",
+    "truncation_range",
     "write_synthetic_corpus",
 ]

@@ -30,12 +30,25 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
-__all__ = ["SpanCorruption", "draw_lengths", "span_corruption_dataset"]
+__all__ = ["SpanCorruption", "draw_lengths", "span_corruption_dataset", "truncation_range"]
+
+
+def truncation_range(block_size: int) -> tuple[int, int]:
+    """The inclusive range ``(4, int(block_size * 7 / 8))`` of the truncation draw ``L'``, for a valid block size.
+
+    The one home of these bounds: the on-device draw (`device_batches`) uses them too.
+    """
+    if not isinstance(block_size, int) or block_size < 9:
+        raise ValueError(
+            f"span corruption needs an integer block_size >= 9 (a truncated document of up to "
+            f"int(block_size*7/8) >= 4 characters plus two MASKs must fit), got {block_size!r}"
+        )
+    return 4, int(block_size * 7 / 8)
 
 
 def draw_lengths(doc_len: int, block_size: int, rng: random.Random) -> tuple[int, int, int]:
     """The three random draws of one corruption: ``(L, masked_len, start)``, in the reference's order."""
-    trunc_len = rng.randint(4, int(block_size * 7 / 8))
+    trunc_len = rng.randint(*truncation_range(block_size))
     L = min(trunc_len, doc_len)
     if L == 0:
         return 0, 0, 0
@@ -51,11 +64,7 @@ class SpanCorruption:
     """
 
     def __init__(self, tokenizer, block_size: int, seed: int = 0) -> None:
-        if not isinstance(block_size, int) or block_size < 9:
-            raise ValueError(
-                f"span corruption needs an integer block_size >= 9 (a truncated document of up to "
-                f"int(block_size*7/8) >= 4 characters plus two MASKs must fit), got {block_size!r}"
-            )
+        truncation_range(block_size)  # validates it
         self.tokenizer = tokenizer
         self.block_size = block_size
         self.seed = seed

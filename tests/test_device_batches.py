@@ -1,0 +1,328 @@
+"""The on-device data path against the `datasets` path: the same draw distribution (statistically, over many draws
+of a tiny corpus), the same example format, the same packed layout and loss, the DataLoader's epochs, and
+batches that are a pure function of (seed, step)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from data_scripts import (
+    InterleavedDataset,
+    PackedCollator,
+    SpanCorruption,
+    load_pretrain_corpus,
+    load_qa_tsv,
+    name_prompt_dataset,
+    pad_collate,
+    span_corruption_dataset,
+)
+from data_scripts.device_batches import (
+    DeviceBatches,
+    EncodedExamples,
+    _plan,
+    corrupt_documents,
+    draw_corruptions,
+    pack_examples,
+)
+from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+
+BLOCK = 32  # truncation to 4..28 characters
+HIGH = int(BLOCK * 7 / 8)
+LENGTHS = [0, 1, 2, 3, 5, 9, 17, 40, 60]  # empty, shorter than every truncation, around it, longer than all
+COPIES = 4  # each length several times (different idx, independent draws)
+EPOCHS = 800  # 800 x 36 = 28,800 draws per path
+
+
+def _doc(n: int, k: int) -> str:
+    return "".join("abcdefghijklmnopqrstuvwxyz0123456789 .,"[(7 * i + 3 * k) % 39] for i in range(n))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A tiny wiki.txt (one empty line among the documents) and a few name prompts, read by the `datasets` path."""
+    folder = tmp_path_factory.mktemp("tiny")
+    texts = [_doc(n, k) for k in range(COPIES) for n in LENGTHS if n]
+    lines = texts[:5] + [""] + texts[5:]
+    (folder / "wiki.txt").write_text("\n".join(lines), encoding="utf-8")
+    text, docs = load_pretrain_corpus(folder / "wiki.txt")
+    tok = CharTokenizer.from_corpus(text)
+    qa = "".join(f"{_doc(8 + i % 7, i)}\t{_doc(2 + i % 5, i + 1)}\n" for i in range(10))
+    (folder / "qa.tsv").write_text(qa, encoding="utf-8")
+    prompts = name_prompt_dataset(load_qa_tsv(folder / "qa.tsv", BLOCK), tok, BLOCK)
+    return docs, tok, prompts
+
+
+def _parse(ids: list[int], tok: CharTokenizer) -> tuple[int, int, int]:
+    """(L, masked_len, start) read back from a ``prefix MASK suffix MASK masked PAD...`` row."""
+    s = "".join(tok.itos[i] for i in ids)
+    content = s.rstrip(PAD_CHAR)
+    assert PAD_CHAR not in content and content.count(MASK_CHAR) == 2, s
+    prefix, suffix, masked = content.split(MASK_CHAR)
+    return len(content) - 2, len(masked), len(prefix)
+
+
+class _Replay(random.Random):
+    """A generator whose `randint` returns given values: the reference transform for chosen draws."""
+
+    def __init__(self, values: list[int]) -> None:
+        super().__init__(0)
+        self.values = list(values)
+
+    def randint(self, a: int, b: int) -> int:
+        value = self.values.pop(0)
+        assert a <= value <= b, (a, value, b)
+        return value
+
+
+def _reference_row(sc: SpanCorruption, text: str, L: int, masked: int, start: int) -> str:
+    trunc = L if L >= 4 else 4  # L < 4 only when the document is shorter: any draw >= 4 truncates it to itself
+    return sc.corrupt(text, _Replay([trunc, masked, start] if L else [trunc]))
+
+
+def _exact_pmf(n: int) -> dict[tuple[int, int, int], float]:
+    """The joint law of (L, masked_len, start) that `draw_lengths` defines for a document of n characters."""
+    pmf: Counter = Counter()
+    for trunc in range(4, HIGH + 1):
+        L = min(trunc, n)
+        if L == 0:
+            pmf[0, 0, 0] += 1 / (HIGH - 3)
+            continue
+        top = max(1, (L - 1) // 2)
+        for m in range(1, top + 1):
+            for s in range(L - m + 1):
+                pmf[L, m, s] += 1 / (HIGH - 3) / top / (L - m + 1)
+    return pmf
+
+
+def _marginals(draws: list[tuple[int, int, int]]) -> list[Counter]:
+    return [Counter(d[i] for d in draws) for i in range(3)] + [Counter((d[0], d[1]) for d in draws)]
+
+
+def test_every_draw_gives_the_reference_row_exactly(corpus):
+    """Exhaustively over every possible (L, masked_len, start) of one document of each length (those longer than
+    every truncation have the same draws): the tensor rows equal the `SpanCorruption` strings for the same
+    draws, labels are -100 exactly at PAD."""
+    docs, tok, _ = corpus
+    sc = SpanCorruption(tok, BLOCK)
+    ex = EncodedExamples(tok, BLOCK, documents=docs["text"])
+    first = {min(len(text), HIGH + 1): d for d, text in reversed(list(enumerate(docs["text"])))}
+    cases = [(d, L, m, s) for d in sorted(first.values()) for (L, m, s) in _exact_pmf(len(docs[d]["text"]))]
+    d, L, m, s = (torch.tensor(c) for c in zip(*cases, strict=True))
+    ids, labels = corrupt_documents(ex.doc_ids, ex.doc_offsets[d], L, m, s, BLOCK, tok.pad_token_id, 1)
+    assert len(cases) > 2000
+    for (doc, L_, m_, s_), row, lab in zip(cases, ids.tolist(), labels.tolist(), strict=True):
+        assert "".join(tok.itos[i] for i in row) == _reference_row(sc, docs[doc]["text"], L_, m_, s_)
+        assert lab == [IGNORE_INDEX if t == tok.pad_token_id else t for t in row]
+
+
+def test_draw_distribution_matches_the_datasets_path(corpus):
+    """Many draws of both paths: per document, the marginals of L, masked_len, start and (L, masked_len) agree
+    with each other and with the exact law, within 5 standard errors (an off-by-one in any range moves a whole
+    value's mass, 4% or more here, which is more than 10 standard errors)."""
+    docs, tok, _ = corpus
+    texts = docs["text"]
+    ds, sc = span_corruption_dataset(docs, tok, BLOCK, seed=0)
+    reference: dict[int, list] = {i: [] for i in range(len(texts))}
+    for epoch in range(EPOCHS):
+        sc.set_epoch(epoch)
+        for i, ids in enumerate(ds[:]["input_ids"]):
+            reference[i].append(_parse(ids, tok))
+
+    ex = EncodedExamples(tok, BLOCK, documents=texts)
+    keys = torch.arange(len(texts)).repeat(EPOCHS)
+    ids, labels, lengths = ex.build(keys, torch.ones_like(keys, dtype=torch.bool),
+                                    torch.Generator().manual_seed(0))
+    fast: dict[int, list] = {i: [] for i in range(len(texts))}
+    for key, row, length in zip(keys.tolist(), ids.tolist(), lengths.tolist(), strict=True):
+        draw = _parse(row, tok)
+        assert length == draw[0] + 2
+        fast[key].append(draw)
+
+    for i, text in enumerate(texts):
+        pmf = _exact_pmf(len(text))
+        probs: list[Counter] = [Counter() for _ in range(4)]
+        for k, p in pmf.items():
+            for j, value in enumerate((k[0], k[1], k[2], (k[0], k[1]))):
+                probs[j][value] += p
+        got_ref, got_fast = _marginals(reference[i]), _marginals(fast[i])
+        for j in range(4):
+            assert set(got_fast[j]) <= set(probs[j]) and set(got_ref[j]) <= set(probs[j]), (text, j)
+            for value, p in probs[j].items():
+                se = math.sqrt(max(0.0, p * (1 - p)) / EPOCHS)
+                f, r = got_fast[j][value] / EPOCHS, got_ref[j][value] / EPOCHS
+                assert abs(f - p) <= 5 * se + 1e-9, (len(text), j, value, f, p)
+                assert abs(r - p) <= 5 * se + 1e-9, (len(text), j, value, r, p)
+                assert abs(f - r) <= 5 * math.sqrt(2) * se + 1e-9, (len(text), j, value, f, r)
+
+
+def test_an_off_by_one_would_fail_the_distribution_test(corpus):
+    """Negative control: drawing start from 0..L-masked_len-1 (one value short) is far outside the tolerance."""
+    docs, _, _ = corpus
+    n, draws = 5, 4000
+    g = torch.Generator().manual_seed(0)
+    L, m, s = draw_corruptions(torch.full((draws,), n), BLOCK, g)
+    short = s % (L - m).clamp(min=1)  # the off-by-one
+    p = sum(v for k, v in _exact_pmf(n).items() if k[2] == k[0] - k[1])  # P(start = L - masked_len)
+    se = math.sqrt(p * (1 - p) / draws)
+    assert abs(float((s == L - m).float().mean()) - p) <= 5 * se
+    assert abs(float((short == L - m).float().mean()) - p) > 10 * se
+
+
+def test_name_prompts_are_the_datasets_rows(corpus):
+    docs, tok, prompts = corpus
+    ex = EncodedExamples(tok, BLOCK, prompts=prompts)
+    keys = torch.arange(len(prompts))
+    ids, labels, lengths = ex.build(keys, torch.ones_like(keys, dtype=torch.bool), torch.Generator())
+    assert ids.tolist() == prompts["input_ids"] and labels.tolist() == prompts["labels"]
+    collator = PackedCollator(BLOCK)
+    assert lengths.tolist() == [collator.strip(row) for row in prompts["input_ids"]]
+
+
+@pytest.fixture(scope="module")
+def mixed(corpus):
+    docs, tok, prompts = corpus
+    return DeviceBatches(EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts), 12, seed=3, rows=8)
+
+
+def test_epochs_are_the_dataloader_epochs(corpus, mixed):
+    """Without shuffling, step k holds the DataLoader's batch k of the same (interleaved) dataset; the last batch
+    of an epoch holds the remainder; shuffled epochs hold every example once, in a fresh order."""
+    docs, tok, prompts = corpus
+    corrupted, _ = span_corruption_dataset(docs, tok, BLOCK)
+    mixed_ds = InterleavedDataset(corrupted, prompts)
+    loader = DataLoader(mixed_ds, batch_size=12, collate_fn=pad_collate)
+    assert mixed.steps_per_epoch == len(loader) == 4 and len(mixed.examples) == len(mixed_ds) == len(docs) + 10
+    assert [mixed.num_examples(step) for step in range(8)] == [len(b["input_ids"]) for b in loader] * 2
+    n_docs = len(docs)
+    for step, batch in enumerate(loader):
+        keys = mixed._keys(step)[0].tolist()
+        ids, labels, lengths = mixed.example_rows(step)
+        n = len(batch["input_ids"])
+        for i in range(n):
+            source, k = mixed_ds.order[step * 12 + i]
+            assert keys[i] == (k if source == 0 else n_docs + k)
+            if source == 1:  # a name prompt: the same row
+                assert torch.equal(ids[i], batch["input_ids"][i]) and torch.equal(labels[i], batch["labels"][i])
+            else:  # a document: the same document, drawn independently
+                L, m, start = _parse(ids[i].tolist(), tok)
+                content = "".join(tok.itos[t] for t in ids[i, : L + 2].tolist())
+                prefix, suffix, masked = content.split(MASK_CHAR)
+                assert prefix + masked + suffix == docs[k]["text"][:L]
+        assert bool((ids[n:] == tok.pad_token_id).all() and (labels[n:] == IGNORE_INDEX).all())
+        assert bool((lengths[n:] == 0).all() and (lengths[:n] > 0).all())
+    first = EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, prompts_first=True)
+    replay = InterleavedDataset(prompts, corrupted).order
+    assert first.order.tolist() == [k if s == 1 else n_docs + k for s, k in replay]
+
+    shuffled = DeviceBatches(mixed.examples, 12, seed=3, shuffle=True, rows=8)
+    epochs = [torch.cat([shuffled._keys(e * 4 + k)[0][: shuffled.num_examples(k)] for k in range(4)])
+              for e in range(2)]
+    assert all(sorted(keys.tolist()) == list(range(len(mixed.examples))) for keys in epochs)
+    assert not torch.equal(epochs[0], epochs[1])
+
+
+def test_batches_are_a_pure_function_of_seed_and_step(mixed):
+    def same(a: dict, b: dict) -> bool:
+        return all(torch.equal(a[k], b[k]) for k in ("input_ids", "labels", "position_ids"))
+
+    later = mixed(6)
+    fresh = DeviceBatches(mixed.examples, 12, seed=3, rows=8)
+    assert same(fresh(6), later) and same(mixed(6), later)  # however many batches were built before
+    assert not same(fresh(2), later)  # steps 2 and 6 hold the same examples, drawn again
+    other = DeviceBatches(mixed.examples, 12, seed=4, rows=8)
+    assert not same(other(6), later)
+    assert later["input_ids"].shape == (8, BLOCK) and later["num_examples"] == 12
+
+
+@pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
+def test_packed_batches_keep_the_padded_loss(mixed, position_embedding_type):
+    """The packed rows hold the same targets as the reference's padded batch of the same examples, with
+    `PackedCollator`'s layout, so the model's loss is the same."""
+    torch.manual_seed(0)
+    cfg = CharGPTConfig(vocab_size=64, block_size=BLOCK, n_layer=1, n_head=2, n_embd=16, embd_pdrop=0.0,
+                        resid_pdrop=0.0, attn_pdrop=0.0, position_embedding_type=position_embedding_type)
+    model = CharGPTForCausalLM(cfg).eval()
+    with torch.no_grad():
+        if model.transformer.pos_emb is not None:
+            model.transformer.pos_emb.normal_(std=0.5)
+    for step in range(4):
+        ids, labels, lengths = mixed.example_rows(step)
+        packed, dropped = pack_examples(ids, labels, lengths, mixed.rows)
+        assert int(dropped) == 0
+        n = mixed.num_examples(step)
+        examples = [{"input_ids": ids[i].tolist(), "labels": labels[i].tolist()} for i in range(n)]
+        reference = PackedCollator(BLOCK)(examples)
+        for key in ("input_ids", "labels"):  # the same tokens and targets, placed elsewhere
+            assert sorted(packed[key].flatten().tolist()) == sorted(
+                reference[key].flatten().tolist() + [0 if key == "input_ids" else IGNORE_INDEX]
+                * (packed[key].numel() - reference[key].numel()))
+        with torch.no_grad():
+            ours = model(**{k: v for k, v in packed.items()}).loss
+            padded = model(**pad_collate(examples)).loss
+        assert abs(float(ours) - float(padded)) < 1e-5
+
+
+def test_packing_layout_and_overflow():
+    """Each example lands whole in one row, positions restart, its first label is -100; the tail is one PAD
+    segment; what does not fit is counted, never half-written."""
+    g = torch.Generator().manual_seed(0)
+    width, n = 16, 40
+    lengths = torch.randint(0, width + 1, (n,), generator=g)
+    ids = torch.randint(2, 50, (n, width), generator=g) * (torch.arange(width) < lengths[:, None])
+    labels = torch.where(ids > 0, ids, IGNORE_INDEX)
+    for rows in (n, 24, 10):
+        batch, dropped = pack_examples(ids, labels, lengths, rows)
+        plan = _plan(lengths, rows, width)
+        pos = batch["position_ids"]
+        found = 0
+        for slot in range(n):
+            i, size, r, off = (int(t[slot]) for t in (plan.order, plan.size, plan.row, plan.offset))
+            if not bool(plan.placed[slot]) or size == 0:
+                continue
+            found += 1
+            assert off + size <= width
+            assert batch["input_ids"][r, off : off + size].tolist() == ids[i, :size].tolist()
+            assert pos[r, off : off + size].tolist() == list(range(size))
+            assert batch["labels"][r, off].item() == IGNORE_INDEX
+            assert batch["labels"][r, off + 1 : off + size].tolist() == labels[i, 1:size].tolist()
+        assert found + int(dropped) == int((lengths > 0).sum())
+        assert int(batch["input_ids"].ne(0).sum()) == sum(
+            int(ids[int(plan.order[s]), : int(plan.size[s])].ne(0).sum()) for s in range(n) if plan.placed[s])
+        if rows == n:
+            assert int(dropped) == 0  # one example per row always fits
+        if rows == 10:
+            assert int(dropped) > 0
+        # positions: every row is a run of segments starting at 0, the last one the tail
+        assert bool((pos[:, 0] == 0).all())
+        step = pos[:, 1:] - pos[:, :-1]
+        assert bool(((step == 1) | (pos[:, 1:] == 0)).all())
+
+
+def test_packing_is_nearly_first_fit_decreasing(corpus):
+    """The anchor-plus-smallest rows stay within 10% of `PackedCollator`'s first-fit decreasing."""
+    docs, tok, _ = corpus
+    batches = DeviceBatches(EncodedExamples(tok, BLOCK, documents=list(docs["text"]) * 8), 128, rows=128)
+    ours = ffd = 0
+    for step in range(4):
+        _, _, lengths = batches.example_rows(step)
+        ours += int(_plan(lengths, 128, BLOCK).rows_used)
+        ffd += len(PackedCollator(BLOCK).plan([n for n in lengths.tolist() if n]))
+    assert ffd <= ours <= 1.1 * ffd
+
+
+def test_estimated_rows_hold_the_sampled_batches(corpus):
+    docs, tok, _ = corpus
+    batches = DeviceBatches(EncodedExamples(tok, BLOCK, documents=docs["text"]), 16)
+    assert batches.rows < 16
+    for step in range(40):
+        batches(step)
+    assert batches.dropped() == 0
+    with pytest.raises(ValueError, match="rows must be between 1 and batch_size=16"):
+        DeviceBatches(batches.examples, 16, rows=17)
+
