@@ -4,9 +4,12 @@ batches that are a pure function of (seed, step)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,6 +34,7 @@ from data_scripts.device_batches import (
     pack_examples,
 )
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from training.cli import run_cli
 
 BLOCK = 32  # truncation to 4..28 characters
 HIGH = int(BLOCK * 7 / 8)
@@ -326,3 +330,28 @@ def test_estimated_rows_hold_the_sampled_batches(corpus):
     with pytest.raises(ValueError, match="rows must be between 1 and batch_size=16"):
         DeviceBatches(batches.examples, 16, rows=17)
 
+
+def test_bench_data_reports_both_paths(corpus, tmp_path, capsys):
+    """benchmarks/bench_data.py on the tiny corpus: a JSON with both paths and layouts; bad input is one line."""
+    spec = importlib.util.spec_from_file_location("bench_data", Path(__file__).parents[1] / "benchmarks/bench_data.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "wiki.txt").write_text("\n".join(corpus[0]["text"]), encoding="utf-8")
+    out = tmp_path / "bench.json"
+    argv = ["--data_dir", str(data_dir), "--seconds", "0.05", "--batch_size", "4", "--block_size", str(BLOCK),
+            "--threads", "1", "--device", "cpu", "--json", str(out)]
+    threads = torch.get_num_threads()
+    try:
+        assert bench.main(argv) == 0
+    finally:
+        torch.set_num_threads(threads)  # main sets it for the whole process
+    result = json.loads(out.read_text())
+    assert [(r["layout"], r["path"]) for r in result["rows"]] == [
+        ("padded", "datasets"), ("padded", "on-device"), ("packed", "datasets"), ("packed", "on-device")]
+    assert all(r["examples_per_s"] > 0 and r["batches_timed"] >= 3 for r in result["rows"])
+    assert 1 <= result["packed_rows"] <= 4
+    capsys.readouterr()
+    assert run_cli(bench.main, ["--data_dir", str(tmp_path / "nowhere")]) == 1
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
