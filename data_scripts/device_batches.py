@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import torch
@@ -268,6 +268,10 @@ class DeviceBatches:
     packed, ``input_ids``, ``labels``, ``position_ids`` (rows, block_size) and ``attention_mask``
     (rows, 1, block_size, block_size); not packed, the reference's ``input_ids`` and ``labels`` (batch_size,
     block_size). ``rows=None`` estimates the packed rows from the corpus (`estimate_rows`).
+
+    In a training loop, ``for batch in batches.epoch(epoch, skip)`` replaces ``for batch in loader`` (single
+    process; the draws are seeded by ``seed`` and the step, so a resumed run sees the batches an uninterrupted one
+    would), and ``batches.dropped()`` is read every N steps with the loss.
     """
 
     def __init__(
@@ -333,6 +337,12 @@ class DeviceBatches:
         else:
             batch = {"input_ids": ids, "labels": labels}
         return {**batch, "num_examples": self.num_examples(step)}
+
+    def epoch(self, epoch: int, skip: int = 0) -> Iterator[dict[str, torch.Tensor | int]]:
+        """The batches of ``epoch`` from its batch ``skip`` on: the DataLoader loop's ``for batch in loader``
+        (``skip`` as `Accelerator.skip_first_batches` after a resume)."""
+        for k in range(skip, self.steps_per_epoch):
+            yield self(epoch * self.steps_per_epoch + k)
 
     def dropped(self) -> int:
         """Examples that found no room in their packed rows, over every batch built so far (a host sync: read it

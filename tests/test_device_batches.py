@@ -165,9 +165,8 @@ def test_draw_distribution_matches_the_datasets_path(corpus):
                 assert abs(f - r) <= 5 * math.sqrt(2) * se + 1e-9, (len(text), j, value, f, r)
 
 
-def test_an_off_by_one_would_fail_the_distribution_test(corpus):
+def test_an_off_by_one_would_fail_the_distribution_test():
     """Negative control: drawing start from 0..L-masked_len-1 (one value short) is far outside the tolerance."""
-    docs, _, _ = corpus
     n, draws = 5, 4000
     g = torch.Generator().manual_seed(0)
     L, m, s = draw_corruptions(torch.full((draws,), n), BLOCK, g)
@@ -238,10 +237,29 @@ def test_batches_are_a_pure_function_of_seed_and_step(mixed):
     later = mixed(6)
     fresh = DeviceBatches(mixed.examples, 12, seed=3, rows=8)
     assert same(fresh(6), later) and same(mixed(6), later)  # however many batches were built before
+    resumed = list(fresh.epoch(1, skip=2))  # epoch 1 from its third batch: steps 6 and 7
+    assert len(resumed) == 2 and same(resumed[0], later) and same(resumed[1], mixed(7))
     assert not same(fresh(2), later)  # steps 2 and 6 hold the same examples, drawn again
     other = DeviceBatches(mixed.examples, 12, seed=4, rows=8)
     assert not same(other(6), later)
     assert later["input_ids"].shape == (8, BLOCK) and later["num_examples"] == 12
+
+
+def test_a_batch_reads_nothing_back_from_the_device(mixed, monkeypatch):
+    """No value travels from the tensors to Python while a batch is built (on a GPU each would be a sync)."""
+    mixed(1)  # warm: the shuffle permutation and anything lazy
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a tensor value was read on the host")
+
+    for name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    for step in (2, 3, 5):
+        mixed(step)
+    monkeypatch.undo()
+    with pytest.raises(AssertionError, match="read on the host"):  # the control: a read is caught
+        monkeypatch.setattr(torch.Tensor, "__int__", refuse)
+        mixed.dropped()
 
 
 @pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
