@@ -35,8 +35,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -44,6 +44,11 @@ from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, packed_causal_mask
 
 from .corruption import truncation_range
 from .mixing import even_interleaving
+
+if TYPE_CHECKING:
+    import datasets
+
+    from modeling_chargpt import CharTokenizer
 
 __all__ = ["DeviceBatches", "EncodedExamples", "corrupt_documents", "draw_corruptions", "pack_examples"]
 
@@ -168,8 +173,9 @@ def _tail_length(ids: torch.Tensor, labels: torch.Tensor, pad_token_id: int) -> 
 
 
 class EncodedExamples:
-    """The examples of one run, encoded once and kept on a device: documents to span-corrupt and/or ready rows
-    (name prompts), in epoch order.
+    """The examples of one run, encoded once and kept on a device: documents to span-corrupt (``docs["text"]`` of
+    `load_pretrain_corpus`) and/or ready rows (a `name_prompt_dataset`, or its ``input_ids`` and ``labels`` as
+    (M, block_size) tensors), in epoch order.
 
     With both, the epoch is `InterleavedDataset`'s `even_interleaving` of the two, documents first unless
     ``prompts_first`` (finetuning with replay puts the prompts first).
@@ -177,11 +183,11 @@ class EncodedExamples:
 
     def __init__(
         self,
-        tokenizer,
+        tokenizer: CharTokenizer,
         block_size: int,
         *,
         documents: Sequence[str] | None = None,
-        prompts=None,
+        prompts: datasets.Dataset | Mapping[str, torch.Tensor] | None = None,
         prompts_first: bool = False,
         device: torch.device | str = "cpu",
     ) -> None:
