@@ -1,0 +1,686 @@
+"""The result tables of README.md and docs/*.md, generated from results/*.json so each number has one home.
+
+    python scripts/docs_tables.py            # rewrite every table in place
+    python scripts/docs_tables.py --check    # exit 1 naming each stale table (the tests run this check)
+    python scripts/docs_tables.py --print demo
+
+A table lives between `<!-- table:NAME -->` and `<!-- /table -->` in a Markdown file; NAME is a key of TABLES.
+Edit the JSON (or the code below), never the table: a hand edit is overwritten, and `--check` fails until then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from training.files import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+
+class Results:
+    """The JSON files of one results folder, read once each (tests pass a folder with edited copies)."""
+
+    def __init__(self, folder: Path = RESULTS) -> None:
+        self.folder = folder
+        self._cache: dict[str, dict] = {}
+
+    def __getitem__(self, stem: str) -> dict:
+        if stem not in self._cache:
+            path = self.folder / f"{stem}.json"
+            try:
+                self._cache[stem] = json.loads(path.read_text())
+            except (OSError, ValueError) as err:
+                raise SystemExit(f"{path}: cannot read it as JSON ({err})") from None
+        return self._cache[stem]
+
+
+# ---------------------------------------------------------------------------------------------------- formatting
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table; a `|` inside a cell (a regex flag, say) is escaped so it cannot split the cell."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows])
+
+
+def pct(accuracy: float) -> str:
+    return f"{accuracy:.1f}%"
+
+
+def score(dev: dict) -> str:
+    """'30.8% (154/500)' from {'accuracy', 'correct', 'total'}."""
+    return f"{dev['accuracy']:.1f}% ({dev['correct']}/{dev['total']})"
+
+
+def spread(values: list[float], unit: str = "%") -> str:
+    """'29.8 ± 1.1%': mean ± sample standard deviation (n - 1), or the value itself for one run."""
+    if len(values) == 1:
+        return f"{values[0]:.1f}{unit}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}{unit}"
+
+
+def seeds_list(values: list[float]) -> str:
+    return " / ".join(f"{v:.1f}" for v in values)
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def lr(value: float) -> str:
+    """A learning rate as the flags spell it: 7.5e-5, 1e-4, 1.2e-3."""
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def short_hardware(text: str) -> str:
+    """A table-cell name for a JSON `hardware` string."""
+    if "H100" in text:
+        return "1 H100"
+    if "without AMX" in text:
+        return "2 CPU cores, no AMX"
+    if "AMX" in text:
+        return "2 CPU cores, AMX"
+    return text
+
+
+def epochs_cell(row: dict) -> str:
+    epochs = f"{row['pretrain_epochs']:g}" if row.get("pretrain_epochs") else "—"
+    return epochs + (f" (snapshot of {row['snapshot_of_epochs']:g})" if row.get("snapshot_of_epochs") else "")
+
+
+# ---------------------------------------------------------------------------------------------------- lookups
+
+
+def cpu_runs(results: Results, stem: str = "accuracy_vs_compute_cpu") -> dict[str, dict]:
+    return {row["id"]: row for row in results[stem]["runs"]}
+
+
+def cpu_group(results: Results, name: str) -> dict:
+    """A seed group of accuracy_vs_compute_cpu.json with its runs' rows."""
+    group = next(g for g in results["accuracy_vs_compute_cpu"]["seed_groups"] if g["name"] == name)
+    runs = cpu_runs(results)
+    return dict(group, rows=[runs[i] for i in group["ids"]])
+
+
+def baseline(results: Results, name: str) -> dict:
+    return next(r for r in results["accuracy_vs_compute_cpu"]["runs"] if r.get("baseline") == name)
+
+
+def recipe_of(results: Results, row: dict, stem: str = "accuracy_vs_compute_cpu") -> str:
+    return results[stem]["recipes"][row["recipe"]]
+
+
+def faithful(results: Results) -> dict:
+    return results["faithful_h100"]["three_seeds"]
+
+
+def seed_values(entry: dict) -> list[float]:
+    """Per-seed accuracies of a faithful_h100.json entry ({'0': 22.2 or {'accuracy': ...}, ..., 'mean': ...})."""
+    values = []
+    for key in sorted(k for k in entry if k.isdigit()):
+        v = entry[key]
+        values.append(v["accuracy"] if isinstance(v, dict) else v)
+    return values
+
+
+# ---------------------------------------------------------------------------------------------------- the demo
+
+
+DEMO_ROWS = [  # (label, run name prefix, which score): the rows a reader compares
+    ("London baseline", "london baseline", "dev"),
+    ("no pretraining (finetuned from scratch)", "no pretraining", "dev"),
+    ("pretrained (rope), all dev people", "rope-causal", "dev"),
+    ("… people read in 4 paraphrased sentences", "rope-causal", "paraphrased"),
+    ("… people read in one sentence", "rope-causal", "single"),
+]
+
+
+def demo(results: Results) -> str:
+    """One column per world seed of `make demo` (correct/total), then the mean; the last row the wall time."""
+    data = results["demo_cpu"]
+    seeds = sorted(data["worlds"], key=int)
+    worlds = [data["worlds"][s] for s in seeds]
+    rows = []
+    for label, prefix, which in DEMO_ROWS:
+        runs = [next(r for r in w["runs"] if r["name"].startswith(prefix)) for w in worlds]
+        scores = [r["dev"] if which == "dev" else r["dev_groups"][which] for r in runs]
+        rows.append([label, *(score(s) for s in scores), pct(statistics.mean(s["accuracy"] for s in scores))])
+    wall = [w["demo_seconds"] for w in worlds]
+    rows.append(["whole demo, wall time", *(f"{s} s" for s in wall), f"{statistics.mean(wall):.0f} s"])
+    return table(["dev exact match", *(f"world seed {s}" for s in seeds), "mean"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------- headline
+
+
+def _cpu_group_row(results: Results, variant: str, recipe: str, name: str, how: str) -> dict:
+    group = cpu_group(results, name)
+    acc = [r["dev_accuracy"] for r in group["rows"]]
+    return {"variant": variant, "recipe": recipe,
+            "hardware": short_hardware(results["accuracy_vs_compute_cpu"]["hardware"]) + ", bf16",
+            "wall": spread([r["train_minutes"] for r in group["rows"]], " min"),
+            "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
+
+
+def _cpu_single_row(results: Results, variant: str, recipe: str, run_id: str, how: str,
+                    stem: str = "accuracy_vs_compute_cpu", precision: str = "bf16") -> dict:
+    row = cpu_runs(results, stem)[run_id]
+    hardware = f"{short_hardware(results[stem]['hardware'])}, {precision}"
+    return {"variant": variant, "recipe": recipe, "hardware": hardware, "wall": f"{row['train_minutes']:.1f} min",
+            "dev": f"{score(_dev(row))}, seed {row['seed']}", "how": how}
+
+
+def _dev(row: dict) -> dict:
+    return {"accuracy": row["dev_accuracy"], "correct": row["dev_correct"], "total": row["dev_total"]}
+
+
+def _faithful_row(results: Results, variant: str, recipe: str, key: str, how: str) -> dict:
+    data = faithful(results)
+    acc = seed_values(data[key][variant])
+    pretrain = statistics.mean(s["loop_seconds"] for s in data["pretraining"][variant].values())
+    if key == "preset_best_dev":
+        finetune = [v["finetune_loop_seconds"] for v in data[key][variant].values() if isinstance(v, dict)
+                    and "finetune_loop_seconds" in v]
+    else:
+        finetune = [r["finetune_loop_seconds"] for r in results["faithful_h100"]["rows"]
+                    if r["variant"] == variant and "CPU" in r["hardware"] and "finetune_loop_seconds" in r]
+    hardware = data["hardware"]
+    return {"variant": variant, "recipe": recipe, "hardware": f"pretraining {short_hardware(hardware['pretraining'])}, "
+            f"finetuning {short_hardware(hardware['finetuning'])}, fp32",
+            "wall": f"{pretrain / 60:.1f} + {statistics.mean(finetune) / 60:.1f} min",
+            "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
+
+
+def headline_rows(results: Results) -> list[dict]:
+    """Every result a reader cites, README rows first (the key `readme`); `how` = a heading of docs/reproduce.md."""
+    london, scratch = baseline(results, "london baseline"), baseline(results, "no pretraining (learned)")
+    hardware = short_hardware(results["accuracy_vs_compute_cpu"]["hardware"])
+    return [
+        {"variant": "London baseline", "recipe": "answer “London” for everyone", "hardware": "—", "wall": "—",
+         "dev": score(_dev(london)), "how": "baselines", "readme": True},
+        {"variant": "no pretraining", "recipe": "reference finetuning from scratch", "hardware": f"{hardware}, fp32",
+         "wall": f"{scratch['train_minutes']:.1f} min", "dev": score(_dev(scratch)), "how": "baselines",
+         "readme": True},
+        dict(_faithful_row(results, "learned", "faithful: the reference recipe, 650 pretraining epochs",
+                           "reference_finetuning_on_cpu_dev", "the-faithful-recipe-on-one-h100"), readme=True),
+        dict(_faithful_row(results, "rope", "faithful", "reference_finetuning_on_cpu_dev",
+                           "the-faithful-recipe-on-one-h100"), readme=True),
+        dict(_faithful_row(results, "learned", "**`--preset best`**: faithful pretraining, finetuning at lr 2e-4",
+                           "preset_best_dev", "--preset-best"), readme=True),
+        dict(_faithful_row(results, "rope", "**`--preset best`**", "preset_best_dev", "--preset-best"), readme=True),
+        dict(_cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
+                            "learned, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
+             readme=True),
+        dict(_cpu_group_row(results, "rope", "**`--preset cpu-fast --num_train_epochs 290`**",
+                            "rope, --preset cpu-fast --num_train_epochs 290", "--preset-cpu-fast-on-2-cpu-cores"),
+             readme=True),
+        _cpu_group_row(results, "learned", "`--preset cpu-fast` (220 epochs)", "learned, --preset cpu-fast",
+                       "--preset-cpu-fast-on-2-cpu-cores"),
+        _cpu_group_row(results, "rope", "`--preset cpu-fast --weight_decay 0.3` (220 epochs)",
+                       "rope, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
+        _cpu_single_row(results, "rope", "`--preset cpu-fast` (220 epochs)",
+                        "cpu-fast-bf16-e220 + finetuning lr 7.5e-05/rope-causal-seed0", "the-cpu-levers"),
+        _cpu_single_row(results, "learned + synthesizer", "`--preset cpu-fast` (220 epochs)",
+                        "cpu-fast-synth-e220/learned-synthesizer-seed0", "the-cpu-levers"),
+        _cpu_single_row(results, "rope", "`--preset cpu-fast` (160 epochs)", "cpu-fast-rope-e160-s0/rope-causal-seed0",
+                        "levers-on-2-cpu-cores-without-amx", "accuracy_vs_compute_cpu_fp32", "fp32"),
+    ]
+
+
+def _headline(rows: list[dict], link: str) -> str:
+    return table(["variant", "recipe", "hardware", "wall time", "dev exact match (500 questions)", "how"],
+                 [[r["variant"], r["recipe"], r["hardware"], r["wall"], r["dev"], f"[cmd]({link}#{r['how']})"]
+                  for r in rows])
+
+
+def headline(results: Results) -> str:
+    """README's short table: the rows a reader cites."""
+    return _headline([r for r in headline_rows(results) if r.get("readme")], "docs/reproduce.md")
+
+
+def summary(results: Results) -> str:
+    """docs/results.md's summary: every headline number."""
+    return _headline(headline_rows(results), "reproduce.md")
+
+
+def anchors(results: Results) -> str:
+    data = results["anchors"]
+    names = {"no pretraining": "no pretraining", "learned": "vanilla (learned)", "synthesizer": "synthesizer",
+             "rope": "rope"}
+    rows = []
+    for key, label in names.items():
+        students = data["students_dev"][key]
+        bar = data["handout_bars"].get(key)
+        rows.append([label, pct(students["median"]), pct(students["best"]),
+                     f"{pct(bar['accuracy'])} ({bar['split']})" if bar else "—"])
+    return table(["model", "students' median (dev)", "students' best (dev)", "handout bar"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------- the H100
+
+
+def faithful_seeds(results: Results) -> str:
+    data, rows = faithful(results), []
+
+    def add(variant: str, label: str, values: list[float]) -> None:
+        cells = [pct(v) for v in values] + ["—"] * (3 - len(values))
+        rows.append([variant, label, *cells, f"**{spread(values)}**" if len(values) > 1 else "—"])
+
+    for variant in ("learned", "rope"):
+        add(variant, "reference (pretraining 1 H100, finetuning 2 CPU cores)",
+            seed_values(data["reference_finetuning_on_cpu_dev"][variant]))
+        add(variant, "the same, finetuned on the H100 (where the call left time)",
+            seed_values(data["reference_finetuning_on_h100_dev"][variant]))
+    for variant in ("learned", "rope"):
+        add(variant, "**`--preset best`**: the same pretrained models, finetuning at lr 2e-4",
+            seed_values(data["preset_best_dev"][variant]))
+    return table(["variant", "recipe", "seed 0", "seed 1", "seed 2", "mean ± std"], rows)
+
+
+def faithful_pretraining(results: Results) -> str:
+    data = faithful(results)
+    steps = data["synthesizer_attempt"]["last_logged"]["of"]
+    recall = data["probe_recall"]
+    rows = []
+    for variant in ("learned", "rope"):
+        for seed, run in sorted(data["pretraining"][variant].items()):
+            rows.append([variant, seed, f"{run['loop_seconds']:.0f} s", f"{run['loop_seconds'] / steps:.3f} s",
+                         f"{run['final_loss']:.2f}", f"{recall[variant][seed]} of {recall['of']}", run["concurrency"]])
+    return table(["variant", "seed", f"pretraining loop ({steps:,} steps)", "per step", "final loss",
+                  "`probe_recall.py`", "GPU shared by"], rows)
+
+
+def faithful_finetuning_seconds(results: Results) -> str:
+    data = results["faithful_h100"]
+    rows = [[r["variant"], r["seed"], "reference, on the H100", f"{r['finetune_wall_seconds']:.0f} s"]
+            for r in data["rows"] if "finetune_wall_seconds" in r]
+    rows += [[r["variant"], r["seed"], "reference, on 2 CPU cores", f"{r['finetune_loop_seconds']:.0f} s"]
+             for r in data["rows"] if "CPU" in r["hardware"]]
+    best = data["three_seeds"]["preset_best_dev"]
+    seconds = {("learned", "0"): data["preset_best"]["runs"]["learned"]["preset_best_dev"]["finetune_loop_seconds"],
+               ("rope", "0"): data["preset_best"]["runs"]["rope"]["final_finetune_seconds"]}
+    seconds |= {(variant, seed): v["finetune_loop_seconds"] for variant in ("learned", "rope")
+                for seed, v in best[variant].items() if isinstance(v, dict) and "finetune_loop_seconds" in v}
+    rows += [[variant, int(seed), "`--preset best`, on 2 CPU cores", f"{s:.0f} s"]
+             for (variant, seed), s in sorted(seconds.items())]
+    return table(["variant", "seed", "finetuning", "time in the loop"], rows)
+
+
+def preset_best_selection(results: Results) -> str:
+    data = results["faithful_h100"]
+    runs = [(variant, 0, run) for variant, run in sorted(data["preset_best"]["runs"].items())]
+    for name, run in sorted(data["three_seeds"]["heldout_selection_seeds_1_2"]["runs"].items()):
+        variant, seed = name.split("-seed")
+        runs.append((variant, int(seed), run))
+    rates = sorted({float(r) for _, _, run in runs for r in run["heldout_accuracy_by_lr"]})
+    rows = []
+    for variant, seed, run in sorted(runs, key=lambda t: (t[0], t[1])):
+        by_rate = {float(k): v for k, v in run["heldout_accuracy_by_lr"].items()}
+        cells = [("**" + pct(by_rate[r]) + "**" if r == run["chosen_learning_rate"] else pct(by_rate[r]))
+                 if r in by_rate else "" for r in rates]
+        rows.append([variant, seed, *cells, lr(run["chosen_learning_rate"])])
+    shared = [r for r in rates if all(r in {float(k) for k in run["heldout_accuracy_by_lr"]} for *_, run in runs)]
+    mean = {r: statistics.mean(v for *_, run in runs for k, v in run["heldout_accuracy_by_lr"].items() if float(k) == r)
+            for r in shared}
+    rows.append([f"mean of the {len(runs)}", "", *(pct(mean[r]) if r in mean else "" for r in rates), ""])
+    return table(["variant", "seed", *(f"held-out at {lr(r)}" for r in rates), "chosen"], rows)
+
+
+def _loss_table(data: dict, first: str, last: str) -> str:
+    """Runs of one diagnosis: their flags, the loss at the logged steps, their loop time."""
+    rows = []
+    for run in data["runs"].values():
+        losses = " / ".join(f"{v:.2f}" for _, v in sorted(run["loss"].items(), key=lambda kv: int(kv[0])))
+        rows.append([run["flags"], losses, f"{run['loop_seconds']:.0f} s"])
+    steps = " / ".join(sorted(next(iter(data["runs"].values()))["loss"], key=int))
+    return table([first, f"loss at step {steps}", last], rows)
+
+
+def bf16_diagnosis(results: Results) -> str:
+    return _loss_table(results["faithful_h100"]["bf16_vs_fp32_first_2500_steps"],
+                       "flags (learned positions unless named)", "2,500 steps (7 runs at once)")
+
+
+def bf16_full_runs(results: Results) -> str:
+    data = results["faithful_h100"]["bf16_full_runs"]
+    rows = [[name, f"{run['loss_at_400']:.2f}", f"{run['step']:,}", f"{run['loss']:.2f}"]
+            for name, run in data["runs"].items()]
+    return table(["run (bf16 autocast)", "loss at step 400", "last logged step", "loss there"], rows)
+
+
+def cpu_fast_on_h100(results: Results) -> str:
+    return _loss_table(results["faithful_h100"]["cpu_fast_on_h100"], "`--preset cpu-fast` on the H100",
+                       "3,000 steps (3 runs at once)")
+
+
+def faithful_synthesizer(results: Results) -> str:
+    last = faithful(results)["synthesizer_attempt"]["last_logged"]
+    return table(["last logged step", "epoch", "loss", "per step (alone on the GPU)", "saved model"],
+                 [[f"{last['step']:,} of {last['of']:,}", last["epoch"], f"{last['loss']:.2f}",
+                   f"{last['s_per_step']} s", "none: no score"]])
+
+
+# ---------------------------------------------------------------------------------------------------- CPU, AMX
+
+
+def cpu_seed_groups(results: Results) -> str:
+    rows = []
+    for group in results["accuracy_vs_compute_cpu"]["seed_groups"]:
+        group = cpu_group(results, group["name"])
+        acc = [r["dev_accuracy"] for r in group["rows"]]
+        rows.append([group["name"], seeds_list(acc), f"**{spread(acc)}**",
+                     spread([r["train_minutes"] for r in group["rows"]], " min")])
+    return table(["recipe (3 seeds: 0, 1, 2)", "dev per seed", "mean ± std", "wall time"], rows)
+
+
+def _runs_table(results: Results, stem: str) -> str:
+    data = results[stem]
+    recall = data.get("probe_recall", {}).get("models", {})
+    rows = []
+    for row in data["runs"]:
+        variant = row.get("baseline") or f"{row['position']}/{row['attention']}"
+        key = row["id"].split("/")[0].split(" + ")[0] + "/" + row["id"].split("/")[1]
+        rows.append([variant, recipe_of(results, row, stem), row["seed"], epochs_cell(row),
+                     f"{row['train_minutes']:.1f}" if row["train_minutes"] else "—", score(_dev(row)),
+                     recall.get(key, "") if not row.get("snapshot_of_epochs") else ""])
+    return table(["variant", "recipe", "seed", "pretraining epochs", "wall time (min)", "dev", "`probe_recall.py`"],
+                 rows)
+
+
+def cpu_runs_amx(results: Results) -> str:
+    return _runs_table(results, "accuracy_vs_compute_cpu")
+
+
+def finetune_lr_sweep(results: Results) -> str:
+    data = results["finetune_lr_sweep_cpu"]
+    rows = []
+    for run in sorted(data["runs"], key=lambda r: (r.get("attention", "causal"), r["position"], r["pretrain_epochs"],
+                                                   -r["finetune_learning_rate"], r["finetune_epochs"])):
+        model = f"{run['position']}/{run.get('attention', 'causal')}, {run['pretrain_epochs']} epochs"
+        if run["snapshot_of_epochs"]:
+            model += f" (snapshot of {run['snapshot_of_epochs']})"
+        rows.append([model, lr(run["finetune_learning_rate"]), run["finetune_epochs"],
+                     score({"accuracy": run["dev_accuracy"], "correct": run["dev_correct"], "total": run["dev_total"]}),
+                     f"{run['finetune_seconds']} s"])
+    return table(["pretrained model (`--preset cpu-fast`)", "finetuning lr", "epochs", "dev", "finetuning"], rows)
+
+
+def _rate_cells(points: dict[float, float], chosen: float) -> str:
+    """'3e-5: 8.0 · **1e-4: 17.0** · ...': held-out accuracy per rate, the chosen rate in bold."""
+    cells = [(f"{lr(rate)}: {acc:.1f}", rate) for rate, acc in sorted(points.items())]
+    return " · ".join(f"**{cell}**" if rate == chosen else cell for cell, rate in cells)
+
+
+def heldout_selection_cpu(results: Results) -> str:
+    rows = []
+    for row in results["accuracy_vs_compute_cpu"]["runs"]:
+        if "selection_points" not in row:
+            continue
+        points = {p["learning_rate"]: 100 * p["holdout_correct"] / p["holdout_total"] for p in row["selection_points"]}
+        rows.append([f"{row['position']}, {row['pretrain_epochs']:g} epochs", row["seed"],
+                     _rate_cells(points, row["finetune_learning_rate"]), score(_dev(row)),
+                     minutes(row["selection_seconds"])])
+    wide = results["finetune_lr_wide_grid_cpu"]
+    for name, run in sorted(wide["runs"].items()):
+        points = {float(k): v for k, v in run["heldout_accuracy_by_lr"].items()}
+        rows.append(["learned, 220 epochs, wider grid (repeat)", name[-1],
+                     _rate_cells(points, run["chosen_learning_rate"]), score(run["dev"]),
+                     minutes(run["selection_seconds"])])
+    return table(["model (`--preset cpu-fast`)", "seed", "held-out exact match (%) per finetuning lr, chosen in bold",
+                  "dev at the chosen lr", "selection"], rows)
+
+
+def weight_decay(results: Results) -> str:
+    rows = []
+    for variant, stem in (("learned", "cpu_fast_weight_decay_vanilla"), ("rope", "cpu_fast_weight_decay_rope")):
+        data = results[stem]
+        for seed, run in sorted(data["seeds"].items()):
+            base = data["baseline_weight_decay_0.1"][seed]
+            if "dev" in base:
+                base_cell = f"{pct(base['dev'])} / {base['pretrain_final_loss']:.2f} / {base['probe_recall']}"
+            else:
+                base_cell = f"{pct(base['dev_snapshot_220'])} (220-epoch snapshot of a 290-epoch run)"
+            rows.append([variant, seed, f"{pct(run['dev'])} / {run['pretrain_final_loss']:.2f} / {run['probe_recall']}",
+                         base_cell, f"{run['train_minutes']:.1f} min"])
+        acc = [run["dev"] for _, run in sorted(data["seeds"].items())]
+        rows.append([variant, "mean ± std", f"**{spread(acc)}**", "", spread(
+            [run["train_minutes"] for run in data["seeds"].values()], " min")])
+    return table(["variant", "seed", "decay 0.3: dev / final loss / `probe_recall.py`", "decay 0.1 (the preset)",
+                  "wall time"], rows)
+
+
+def dropout(results: Results) -> str:
+    data = results["cpu_fast_dropout_vanilla"]
+    base = data["baseline_same_seed_without_dropout"]
+    steps = data["s_per_step"]
+    return table(["learned, seed 1, 220 epochs", "dev", "final loss", "pretraining (running)", "per step"], [
+        ["`--preset cpu-fast --dropout 0.1`", score({"accuracy": data["dev"], "correct": data["dev_correct"],
+                                                     "total": 500}),
+         f"{data['pretrain_final_loss']:.2f}", f"{data['pretrain_loop_seconds_running']:,} s",
+         " then ".join(f"{v} s" for v in steps.values())],
+        ["`--preset cpu-fast` (dropout 0)", pct(base["dev"]), f"{base['pretrain_final_loss']:.2f}",
+         f"{base['pretrain_loop_seconds']:,} s", f"{base['s_per_step']} s"],
+    ])
+
+
+def design_probes(results: Results) -> str:
+    data = results["cpu_fast_design_probes"]
+    runs = cpu_runs(results)
+    bundle = data["bundle_vs_reference_20_epochs"]["final_pretrain_loss"]
+    fast, ref = runs["cpu-fast-e20/learned-causal-seed0"], runs["reference-e20/learned-causal-seed0"]
+    drop, rate = data["dropout_alone"], data["learning_rate_at_batch_32"]["final_pretrain_loss"]
+    ft = data["finetuning_dropout"]
+    e80 = runs["cpu-fast-e80/learned-causal-seed0"]
+    return table(["probe (learned, seed 0, fp32)", "result"], [
+        ["20 epochs: the preset's pretraining against the reference's",
+         f"loss {bundle['cpu-fast (fp32)']:.2f} against {bundle['reference']:.2f}; dev {pct(fast['dev_accuracy'])} "
+         f"against {pct(ref['dev_accuracy'])}; pretraining {fast['pretrain_seconds']:.0f} s against "
+         f"{ref['pretrain_seconds']:.0f} s"],
+        ["20 epochs of the reference with dropout 0 only",
+         f"loss {drop['final_pretrain_loss']['dropout 0']:.2f} against "
+         f"{drop['final_pretrain_loss']['dropout 0.1 (reference)']:.2f}, {drop['pretrain_seconds']} s"],
+        ["batch 32, constant lr, 800 steps", " · ".join(f"lr {k}: loss {v:.2f}" for k, v in rate.items())],
+        ["finetuning the 80-epoch model with the reference dropout 0.1", f"{score(ft['dev'])} against "
+         f"{pct(e80['dev_accuracy'])} with its own dropout 0"],
+    ])
+
+
+# ---------------------------------------------------------------------------------------------------- CPU, no AMX
+
+
+def cpu_runs_fp32(results: Results) -> str:
+    return _runs_table(results, "accuracy_vs_compute_cpu_fp32")
+
+
+def cpu_fp32_levers(results: Results) -> str:
+    data = results["cpu_fp32_levers"]
+    mixed, std, check = data["mixed_training"], data["standard_same_compute"], data["schedule_check"]
+    return table(["rope, seed 0, fp32", "dev", "final loss", "`probe_recall.py` (of 449)", "per step"], [
+        ["`--preset cpu-fast`, 160 epochs", pct(std["dev_accuracy"]), f"{std['final_pretrain_loss']:.2f}",
+         std["probe_recall_of_449"]["160"], f"{data['step_seconds']['standard, fp32']} s"],
+        ["… its 100-epoch snapshot", pct(std["snapshot_100_dev_accuracy"]), "", std["probe_recall_of_449"]["100"], ""],
+        ["mixed training, 100 epochs", pct(mixed["dev_accuracy_finetuned_lr7.5e-5"]),
+         f"{mixed['final_pretrain_loss']:.2f}", mixed["probe_recall_of_449"]["100"],
+         f"{data['step_seconds']['mixed training, fp32']} s"],
+        ["… the same model, not finetuned", pct(mixed["dev_accuracy_without_finetuning"]), "", "", ""],
+        ["… its 70-epoch snapshot", pct(mixed["snapshots_dev_accuracy"]["70"]), "", mixed["probe_recall_of_449"]["70"],
+         ""],
+        ["160 epochs, the cosine spanning 220", pct(check["dev_accuracy"]), f"{check['final_pretrain_loss']:.2f}",
+         check["probe_recall_of_449"], ""],
+    ])
+
+
+def cpu_fp32_finetuning(results: Results) -> str:
+    data = results["cpu_fp32_levers"]["finetuning_levers_on_the_160_epoch_model"]
+    rows = [[data["baseline"]["flags"], pct(data["baseline"]["dev_accuracy"]), ""]]
+    for run in sorted(data["runs"], key=lambda r: (r["name"].split("-")[0], r["learning_rate"])):
+        rows.append([f"`{run['flags']}`" + ("" if "--learning_rate" in run["flags"] else " (lr 7.5e-5)"),
+                     pct(run["dev_accuracy"]), f"{run['finetune_loop_seconds'] / 60:.1f} min"])
+    return table(["finetuning of the 160-epoch rope model", "dev", "finetuning"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------- timings
+
+
+def timings(results: Results) -> str:
+    demo_data, light = results["demo_cpu"], results["light_cpu"]
+    wall = [w["demo_seconds"] for w in demo_data["worlds"].values()]
+    light_runs = {r["name"]: r for r in light["runs"]}
+    ref20 = cpu_runs(results)["reference-e20/learned-causal-seed0"]
+    pre = faithful(results)["pretraining"]
+    h100 = [s["loop_seconds"] for v in pre.values() for s in v.values()]
+    return table(["run", "what", "hardware", "wall time", "dev"], [
+        ["`make demo`", "synthetic world, tiny model, rope", "2 CPU cores, fp32",
+         f"{min(wall)}–{max(wall)} s ({len(wall)} world seeds)", "README"],
+        ["`make reproduce RECIPE=light`", "reference model, 10 epochs per stage: London, no pretraining, learned, "
+         f"rope; {light['note']}", "2 CPU cores, fp32", f"{light['total_seconds']:,.0f} s",
+         " · ".join(f"{n} {pct(r['dev']['accuracy'])}" for n, r in light_runs.items())],
+        ["20 epochs of the reference pretraining, learned", "reference model and hyperparameters", "2 CPU cores, fp32",
+         f"{ref20['pretrain_seconds']:.0f} s + {ref20['finetune_seconds']:.0f} s", pct(ref20["dev_accuracy"])],
+        ["`make reproduce`", "the faithful recipe's pretraining (650 epochs), per variant and seed", "1 H100",
+         f"{min(h100):.0f}–{max(h100):.0f} s", "above"],
+    ])
+
+
+# ---------------------------------------------------------------------------------------------------- performance
+
+
+def bench_train(results: Results) -> str:
+    return _bench_train_table(results["bench_train_cpu"])
+
+
+def bench_train_bf16(results: Results) -> str:
+    return _bench_train_table(results["bench_train_cpu_bf16"])
+
+
+def _bench_train_table(data: dict) -> str:
+    rows = [[r["batches"], r["variant"], f"{r['median_step_s']:.2f} s", f"{r['useful_tokens_per_s']:,}",
+             f"×{r['speedup_vs_a']:.2f}", f"{100 * r['pad_fraction_padded']:.1f}"] for r in data["rows"]]
+    return table(["batches", "variant", "step (median)", "useful tokens/s", "vs (a)", "PAD % when padded"], rows)
+
+
+def bench_eval(results: Results) -> str:
+    fresh, trained = results["bench_eval_cpu"], results["bench_eval_cpu_trained"]
+    return table(["model", "(a) reference loop", "(b) batched, dynamic cache", "(c) batched, static cache (default)",
+                  "identical predictions"], [
+        [f"{fresh['model']} (never emits ⁇: all 32 steps run, the worst case)", f"{fresh['reference_s']} s",
+         f"{fresh['batched_dynamic_cache_s']} s (×{fresh['speedup_dynamic']})",
+         f"{fresh['batched_static_cache_s']} s (**×{fresh['speedup_static']}**)", f"{fresh['identical']}/500"],
+        [f"briefly finetuned (`{trained['model']}`, an earlier run)", f"{trained['reference_s']} s",
+         f"{trained['batched_s']} s (×{trained['speedup']})", "", f"{trained['identical']}/500"],
+    ])
+
+
+def bf16_epoch_seconds(results: Results) -> str:
+    runs = cpu_runs(results)
+    rows = []
+    for run_id, label in (("cpu-fast-e80/learned-causal-seed0", "learned, fp32"),
+                          ("cpu-fast-bf16-e220/learned-causal-seed0", "learned, bf16"),
+                          ("cpu-fast-bf16-e220/rope-causal-seed0", "rope, bf16")):
+        r = runs[run_id]
+        rows.append([label, f"{r['pretrain_epochs']:g}", f"{r['pretrain_seconds']:,.0f} s",
+                     f"{r['pretrain_seconds'] / r['pretrain_epochs']:.1f} s"])
+    return table(["`--preset cpu-fast` pretraining", "epochs", "pretraining", "per epoch"], rows)
+
+
+def performance(results: Results) -> str:
+    data = results["performance_cpu"]
+    bf16, prof, drop = data["bf16_vs_fp32"]["machines"], data["step_profile_no_amx"], data["cpu_dropout"]
+    sub, comp = data["subnormals"]["step_s_30_step_averages"], data["torch_compile"]
+    rows = []
+    for name, m in bf16.items():
+        where = "AMX" if name == "amx" else "no AMX"
+        rows.append([f"matmul 4096×256 by 256×1024, {where}",
+                     " · ".join(f"{k} {v} ms" for k, v in m["matmul_ms"].items())])
+        rows.append([f"reference-size step, 32 packed rows, dropout 0, {where}",
+                     " · ".join(f"{k} {v} s" for k, v in m["step_s"].items())])
+    rows.append(["`--preset cpu-fast` rope step, no AMX, fp32", f"{prof['step_s_median']} s; " + " · ".join(
+        f"{k} {100 * v:.0f}%" for k, v in prof["share_of_step"].items()) + f"; Linear layers at {prof['linear_gflops']}"
+        f" GFLOP/s against {prof['large_matmul_gflops_same_session']} for one large matmul"])
+    rows.append(["AdamW implementations, same step", " · ".join(f"{k} {v} s" for k, v in
+                                                                 prof["adamw_step_s_median"].items())])
+    rows.append(["dropout in a packed reference step (AMX machine, fp32)",
+                 f"`torch.dropout` {drop['torch_dropout_seconds_of_step']['dropout']} s of "
+                 f"{drop['torch_dropout_seconds_of_step']['step']} s ({drop['dropout_calls_per_step']} calls, "
+                 f"~{drop['ns_per_random_number']} ns per random number); forward "
+                 + " → ".join(f"{v} s ({k})" for k, v in drop["forward_seconds_packed_reference_step"].items())])
+    rows.append(["reference pretraining steps, 30-step averages over 5 epochs",
+                 " · ".join(f"{k}: " + ", ".join(f"{v:.2f}" for v in vs) + " s" for k, vs in sub.items())])
+    rows.append(["`torch.compile`", f"first step {comp['first_step_s']} s, then " + " · ".join(
+        f"{k} {v} s" for k, v in comp["step_s"].items())])
+    return table(["measurement", "result"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------- machinery
+
+
+TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in (
+    demo, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
+    preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
+    cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, cpu_runs_fp32,
+    cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
+    performance)}
+
+
+def render(text: str, results: Results, path: Path | str = "<text>") -> str:
+    """`text` with every table block regenerated; an unknown table name ends the run naming file and line."""
+    def replace(match: re.Match) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            line = text.count("\n", 0, match.start()) + 1
+            raise SystemExit(f"{path}:{line}: unknown table {name!r}; known: {', '.join(TABLES)}")
+        return f"{match[1]}{TABLES[name](results)}\n{match[4]}"
+
+    return BLOCK.sub(replace, text)
+
+
+def stale(paths: list[Path], results: Results) -> list[str]:
+    """'file: table NAME' for each block whose text differs from what the JSON gives."""
+    found = []
+    for path in paths:
+        text = path.read_text()
+        fresh = render(text, results, path)
+        old = {m["name"]: m["body"] for m in BLOCK.finditer(text)}
+        new = {m["name"]: m["body"] for m in BLOCK.finditer(fresh)}
+        found += [f"{path.relative_to(ROOT)}: table {name}" for name in old if old[name] != new[name]]
+    return found
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="Change nothing; exit 1 if a table is stale.")
+    parser.add_argument("--print", dest="name", choices=sorted(TABLES), help="Print one table and exit.")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    results = Results()
+    if args.name:
+        print(TABLES[args.name](results))
+        return
+    if args.check:
+        found = stale(DOCS, results)
+        if found:
+            sys.exit("stale tables (regenerate: python scripts/docs_tables.py):\n  " + "\n  ".join(found))
+        return
+    for path in DOCS:
+        text = path.read_text()
+        fresh = render(text, results, path)
+        if fresh != text:
+            atomic_write_text(path, fresh)
+            print(f"rewrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""README.md and docs/*.md hold result tables generated from results/*.json, and no hand-typed accuracy besides.
+
+So a number lives in one place: a changed JSON makes the committed tables stale (and this test fail) until
+`python scripts/docs_tables.py` rewrites them; prose may quote an accuracy only if the JSON holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from scripts.docs_tables import BLOCK, DOCS, ROOT, TABLES, Results, render, stale
+
+RESULTS = ROOT / "results"
+
+
+def test_every_committed_table_is_what_the_json_gives():
+    assert not stale(DOCS, Results()), "regenerate them: python scripts/docs_tables.py"
+
+
+def test_a_changed_number_makes_its_tables_stale(tmp_path):
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    demo = json.loads((RESULTS / "demo_cpu.json").read_text())
+    demo["worlds"]["0"]["runs"][0]["dev"]["accuracy"] = 99.9
+    (tmp_path / "results" / "demo_cpu.json").write_text(json.dumps(demo))
+    edited = Results(tmp_path / "results")
+    assert "99.9%" in TABLES["demo"](edited)
+    assert stale([ROOT / "README.md"], edited) == ["README.md: table demo"]
+    faithful = json.loads((RESULTS / "faithful_h100.json").read_text())
+    faithful["three_seeds"]["preset_best_dev"]["rope"]["1"]["accuracy"] = 42.2
+    (tmp_path / "results" / "faithful_h100.json").write_text(json.dumps(faithful))
+    assert "42.2" in TABLES["headline"](Results(tmp_path / "results"))
+
+
+def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_line():
+    used = {m["name"] for path in DOCS for m in BLOCK.finditer(path.read_text())}
+    assert used == set(TABLES)
+    text = "intro\n\n<!-- table:nope -->\n<!-- /table -->\n"
+    with pytest.raises(SystemExit, match=r"^x\.md:3: unknown table 'nope'"):
+        render(text, Results(), "x.md")
+
+
+def test_the_demo_results_are_complete_runs():
+    results = json.loads((RESULTS / "demo_cpu.json").read_text())
+    assert sorted(results["worlds"]) == ["0", "1", "2"]
+    for seed, world in results["worlds"].items():
+        assert f"--seed {seed}" in world["synthetic_args"]
+        rows = {row["name"]: row for row in world["runs"]}
+        assert set(rows) == {"london baseline", "no pretraining (learned)", "rope-causal-seed0"}
+        for row in rows.values():
+            dev, groups = row["dev"], row["dev_groups"]
+            assert dev["total"] == 75 and groups["paraphrased"]["total"] + groups["single"]["total"] == 75
+            assert dev["correct"] == groups["paraphrased"]["correct"] + groups["single"]["correct"]
+        assert world["demo_seconds"] >= world["total_seconds"]
+
+
+def _json_numbers(value) -> set[float]:
+    """Every number in a JSON value, rounded to one decimal, as the documentation prints accuracies."""
+    if isinstance(value, dict):
+        return set().union(*map(_json_numbers, value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*map(_json_numbers, value)) if value else set()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {round(float(value), 1)}
+    return set()
+
+
+def orphan_numbers(prose: str, known: set[float]) -> list[str]:
+    """Accuracies (12.3%), means (12.3 ± ...) and spreads (± 1.2) in `prose` that are no number of `known`."""
+    found = re.finditer(r"(\d+\.\d)(?=%| ±)|(?<=± )(\d+\.\d)", prose)
+    return [m[0] for m in found if float(m[1] or m[2]) not in known]
+
+
+def test_prose_accuracies_have_a_home_in_the_json():
+    """Outside the generated tables an accuracy may be quoted only if results/*.json holds it."""
+    known = set().union(*(_json_numbers(json.loads(p.read_text())) for p in RESULTS.glob("*.json")))
+    assert orphan_numbers("rope 30.8% (29.8 ± 1.1%), vanilla 77.7% or 66.6 ± 5.5", known) == ["77.7", "66.6", "5.5"]
+    orphans = {path.name: orphan_numbers(BLOCK.sub("", path.read_text()), known) for path in DOCS}
+    assert not any(orphans.values()), f"numbers typed by hand, with no home in results/*.json: {orphans}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_readme_is_a_front_page_and_its_links_resolve():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for path in DOCS:
+        for target, anchor in re.findall(r"\]\(((?:docs/)?[\w/.-]*\.(?:md|png))(?:#([\w-]+))?\)", path.read_text()):
+            linked = (path.parent / target).resolve()
+            assert linked.is_file(), f"{path.name}: a link to {target}, which does not exist"
+            if anchor:
+                headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", linked.read_text(), re.M)}
+                assert anchor in headings, f"{path.name}: a link to {target}#{anchor}, no such heading"
