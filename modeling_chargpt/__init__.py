@@ -6,8 +6,9 @@ folder also loads with `trust_remote_code=True` where this package is not instal
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from .attention import ATTN_IMPLEMENTATIONS, DEFAULT_ATTN_IMPLEMENTATION, packed_causal_mask
 from .configuration_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
-from .modeling_chargpt import IGNORE_INDEX, CharGPTForCausalLM, CharGPTModel, CharGPTPreTrainedModel, packed_causal_mask
+from .modeling_chargpt import IGNORE_INDEX, CharGPTForCausalLM, CharGPTModel, CharGPTPreTrainedModel
 from .tokenization_chargpt import MASK_CHAR, PAD_CHAR, CharTokenizer, UnknownCharacterError
 
 AutoConfig.register(CharGPTConfig.model_type, CharGPTConfig, exist_ok=True)
@@ -19,6 +20,8 @@ CharTokenizer.register_for_auto_class()
 
 __all__ = [
     "ATTENTION_TYPES",
+    "ATTN_IMPLEMENTATIONS",
+    "DEFAULT_ATTN_IMPLEMENTATION",
     "IGNORE_INDEX",
     "MASK_CHAR",
     "PAD_CHAR",

@@ -1,4 +1,7 @@
-"""The CS224N minGPT as a transformers model: pre-LN blocks, selectable positions and attention, KV cache."""
+"""The CS224N minGPT as a transformers model: pre-LN blocks, selectable positions and attention, KV cache.
+
+The attention kernels (and the masks they take) live in attention.py and are chosen by `config._attn_implementation`.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +12,16 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
-from transformers.utils import logging
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .attention import (
+    ATTN_IMPLEMENTATIONS,
+    DEFAULT_ATTN_IMPLEMENTATION,
+    build_attention_mask,
+    eager_attention_forward,
+)
 from .configuration_chargpt import CharGPTConfig
-
-logger = logging.get_logger(__name__)
+from .dropout import CharGPTDropout
 
 # Labels with this value are not predicted (PAD, the question of a name prompt, a packing boundary); PyTorch's
 # cross_entropy default, so every pipeline and the loss must agree on it.
@@ -44,123 +52,24 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return rotated.flatten(-2).type_as(x)
 
 
-def packed_causal_mask(position_ids: torch.Tensor) -> torch.Tensor:
-    """Block-diagonal causal mask (B, 1, T, T) for rows packing several examples whose positions restart at 0.
-
-    Each example starts where `position_ids` is 0, so token i may attend to token j iff j <= i and no example
-    starts in (j, i].
-    """
-    segment = (position_ids == 0).cumsum(-1)
-    same = segment[:, :, None] == segment[:, None, :]
-    causal = torch.ones(position_ids.shape[-1], position_ids.shape[-1], dtype=torch.bool,
-                        device=position_ids.device).tril()
-    return (same & causal)[:, None]
-
-
-def _attention_mask(
-    attention_mask: torch.Tensor | None,
-    q_len: int,
-    past_len: int,
-    batch: int,
-    device: torch.device,
-    kv_len: int | None = None,
-) -> torch.Tensor | None:
-    """Boolean (B, 1, q_len, kv_len) mask where True = attend, or None when plain causal attention suffices.
-
-    A 2D padding mask is combined with causality over cache positions; every query may always see itself,
-    so the rows of left padding never become all-masked (which would make NaNs that leak through 0 * NaN).
-    `kv_len` is the key length the cache returns: more than `past_len + q_len` for a preallocated (static)
-    cache, whose unwritten slots lie after every query and are therefore hidden by causality.
-    A 4D boolean mask (from `packed_causal_mask`, or generate's for a static cache) is used as given, plus the
-    diagonal for the same reason.
-    """
-    filled = past_len + q_len
-    if attention_mask is not None and attention_mask.dim() == 4:
-        q_idx = torch.arange(past_len, filled, device=device)[:, None]
-        return attention_mask.bool() | (torch.arange(attention_mask.shape[-1], device=device)[None, :] == q_idx)
-    kv_len = filled if kv_len is None else kv_len
-    if attention_mask is not None and bool(attention_mask.all()):
-        attention_mask = None
-    if attention_mask is None and (past_len == 0 or q_len == 1) and kv_len == filled:
-        return None
-    q_idx = torch.arange(past_len, filled, device=device)[:, None]
-    k_idx = torch.arange(kv_len, device=device)[None, :]
-    mask = (k_idx <= q_idx)[None, None].expand(batch, 1, q_len, kv_len)
-    if attention_mask is not None:
-        padding = attention_mask[:, -filled:].bool()
-        if kv_len > filled:
-            padding = F.pad(padding, (0, kv_len - filled), value=False)
-        mask = (mask & padding[:, None, None, :]) | (k_idx == q_idx)
-    return mask
-
-
-def bernoulli_keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
-    """Boolean keep-mask with P(drop) = round(p * 65536) / 65536, from 16 random bits per element.
-
-    torch's CPU dropout draws one random number per element (~6 ns each here: ~25% of a training step); one
-    64-bit draw split into four 16-bit lanes costs a quarter of that. The drop rate is exact to 1/65536.
-    """
-    n = shape.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None)
-    return words.view(torch.int16)[:n].view(shape) >= (round(p * 65536) - 32768)
-
-
-class _FastDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
-        keep = bernoulli_keep_mask(x.shape, p, x.device)
-        ctx.save_for_backward(keep)
-        ctx.scale = 1.0 / (1.0 - p)
-        return x.mul(keep).mul_(ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None
-
-
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout; on CPU with 16-bit keep-masks (see `bernoulli_keep_mask`), elsewhere `F.dropout`."""
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu" or p >= 1.0:
-        return F.dropout(x, p, training=True)
-    return _FastDropout.apply(x, p)
-
-
-class CharGPTDropout(nn.Dropout):
-    """`nn.Dropout` with the fast CPU mask: same p, same scaling, same state dict (none)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
-
-
-def attention_with_dropout(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+def attend(
+    module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+    scaling: float | None,
 ) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d) + mask) with dropout on the probabilities, times v: the reference's attention.
-
-    On CPU, SDPA with dropout falls back to an unfused math kernel; scaling and masking inside one `baddbmm`
-    is faster there. Same semantics (`mask`: bool, True = attend; None = causal over the last q_len keys).
-    """
-    B, H, T, D = q.shape
-    S = k.shape[-2]
-    if mask is None:
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
-    if bias.dim() == 4:  # per-row (packed) masks: broadcast over heads rather than copy them B*H times
-        att = (q @ k.transpose(-2, -1)).mul_(D**-0.5).add_(bias)
-        return dropout(att.softmax(-1), dropout_p, training=True) @ v
-    att = torch.baddbmm(bias, q.reshape(B * H, T, D), k.reshape(B * H, S, D).transpose(1, 2), alpha=D**-0.5)
-    att = dropout(att.softmax(-1), dropout_p, training=True)
-    return torch.bmm(att, v.reshape(B * H, S, D)).view(B, H, T, D)
+    """Attention through the kernel `config._attn_implementation` names; (B, T, H, Dv)."""
+    kernel = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._attn_implementation, eager_attention_forward)
+    dropout = module.attn_pdrop if module.training else 0.0
+    return kernel(module, query, key, value, mask, dropout=dropout, scaling=scaling)[0]
 
 
 class CharGPTSelfAttention(nn.Module):
-    """Multi-head causal self-attention with a fused QKV projection and SDPA."""
+    """Multi-head causal self-attention with a fused QKV projection."""
+
+    is_causal = True
 
     def __init__(self, config: CharGPTConfig, layer_idx: int) -> None:
         super().__init__()
+        self.config = config
         self.n_head, self.head_dim, self.layer_idx = config.n_head, config.head_dim, layer_idx
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
@@ -182,28 +91,24 @@ class CharGPTSelfAttention(nn.Module):
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
-        dropout_p = self.attn_pdrop if self.training else 0.0
-        # On CPU, SDPA falls back to an unfused kernel with dropout, and its bf16 backward does not use the AMX
-        # matmul units: the batched-matmul path trains ~1.9x faster in bf16 (benchmarks/bench_bf16.py).
-        if q.device.type == "cpu" and self.training and (dropout_p > 0.0 or q.dtype == torch.bfloat16):
-            y = attention_with_dropout(q, k, v, mask, dropout_p)
-        else:
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=mask is None and T > 1 and k.shape[-2] == T
-            )
-        return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+        y = attend(self, q, k, v, mask, scaling=None)  # None: 1/sqrt(head_dim)
+        return self.resid_drop(self.proj(y.reshape(B, T, C)))
 
 
 class CharGPTSynthesizerAttention(nn.Module):
     """Dense synthesizer (2022 handout): scores = ReLU(X A_i + b1) B + b2 instead of Q K^T.
 
     As in the reference skeleton, B (`w2`, head_dim x block_size) and b2 are shared by all heads. The score of
-    key j depends on the query token only through x_t and on the key only through its position, so the cache
-    stores the values and, in place of keys, the key positions (to pick B's and b2's columns).
+    key j is a dot product, [a_t, 1] . [B[:, j], b2[j]], so every attention kernel computes it (scaling 1). It
+    depends on the key only through its position, so the cache stores the values and, in place of keys, the key
+    positions (to pick B's and b2's columns).
     """
+
+    is_causal = True
 
     def __init__(self, config: CharGPTConfig, layer_idx: int) -> None:
         super().__init__()
+        self.config = config
         self.n_head, self.head_dim, self.layer_idx = config.n_head, config.head_dim, layer_idx
         self.block_size = config.block_size
         self.w1 = nn.Linear(config.n_embd, config.n_embd)
@@ -211,7 +116,7 @@ class CharGPTSynthesizerAttention(nn.Module):
         self.b2 = nn.Parameter(torch.empty(config.block_size))
         self.value = nn.Linear(config.n_embd, config.n_embd)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
-        self.attn_drop = CharGPTDropout(config.attn_pdrop)
+        self.attn_pdrop = config.attn_pdrop
         self.resid_drop = CharGPTDropout(config.resid_pdrop)
 
     def forward(
@@ -229,13 +134,10 @@ class CharGPTSynthesizerAttention(nn.Module):
         if past_key_values is not None:
             key_pos, v = past_key_values.update(key_pos, v, self.layer_idx)
         key_pos = key_pos[:, 0, :, 0].long()  # (B, kv_len)
-        scores = a @ self.w2.T[key_pos].transpose(1, 2)[:, None] + self.b2[key_pos][:, None, None, :]
-        if mask is None:
-            kv_len = key_pos.shape[-1]
-            mask = torch.ones(T, kv_len, dtype=torch.bool, device=x.device).tril(kv_len - T)
-        scores = scores.masked_fill(~mask, float("-inf"))
-        y = self.attn_drop(F.softmax(scores, dim=-1)) @ v
-        return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+        query = torch.cat((a, torch.ones_like(a[..., :1])), -1)
+        key = torch.cat((self.w2.T[key_pos], self.b2[key_pos, None]), -1).to(a.dtype)
+        y = attend(self, query, key[:, None].expand(-1, self.n_head, -1, -1), v, mask, scaling=1.0)
+        return self.resid_drop(self.proj(y.reshape(B, T, C)))
 
 
 ATTENTION_CLASSES = {"causal": CharGPTSelfAttention, "synthesizer": CharGPTSynthesizerAttention}
@@ -267,6 +169,20 @@ class CharGPTPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _no_split_modules = ["CharGPTBlock"]
     _supports_sdpa = True
+
+    def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
+        """`attn_implementation` by name: one of attention.py's kernels, "chargpt" when none is asked for.
+
+        transformers' other kernels (flash, flex, paged) expect their own mask formats, so they are refused here.
+        """
+        if requested_attention is None:
+            return DEFAULT_ATTN_IMPLEMENTATION
+        if requested_attention not in ATTN_IMPLEMENTATIONS:
+            raise ValueError(
+                f"attn_implementation={requested_attention!r} is not one of chargpt's attention kernels "
+                f"{list(ATTN_IMPLEMENTATIONS)} (modeling_chargpt/attention.py)"
+            )
+        return requested_attention
 
     def _init_weights(self, module: nn.Module) -> None:
         """minGPT's init: N(0, 0.02) for Linear/Embedding weights, zero biases, LayerNorm 1/0."""
@@ -342,7 +258,7 @@ class CharGPTModel(CharGPTPreTrainedModel):
         if cfg.position_embedding_type == "rope":
             rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
         kv_len = past_key_values.get_mask_sizes(T, 0)[0] if past_key_values is not None else T
-        mask = _attention_mask(attention_mask, T, past_len, B, input_ids.device, kv_len)
+        mask = build_attention_mask(attention_mask, T, past_len, B, input_ids.device, kv_len)
         for block in self.blocks:
             x = block(x, mask, rope, position_ids, past_key_values)
         return self.ln_f(x)
@@ -422,6 +338,11 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
                 )
         return super().generate(inputs, generation_config=generation_config, **kwargs)
 
+    def create_masks_for_generate(self, config: CharGPTConfig, inputs_embeds: torch.Tensor,
+                                  attention_mask: torch.Tensor | None, *args, **kwargs) -> torch.Tensor | None:
+        """generate() asks for a 4D mask with a static cache; chargpt builds its kernels' masks from the 2D one."""
+        return attention_mask
+
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
@@ -434,6 +355,5 @@ __all__ = [
     "CharGPTPreTrainedModel",
     "apply_rope",
     "count_parameters",
-    "packed_causal_mask",
     "sinusoidal_positions",
 ]

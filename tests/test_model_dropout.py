@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modeling_chargpt.modeling_chargpt import CharGPTDropout, bernoulli_keep_mask, dropout
+from modeling_chargpt.dropout import CharGPTDropout, bernoulli_keep_mask, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.03])
