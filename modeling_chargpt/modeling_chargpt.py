@@ -110,7 +110,6 @@ class CharGPTSynthesizerAttention(nn.Module):
         super().__init__()
         self.config = config
         self.n_head, self.head_dim, self.layer_idx = config.n_head, config.head_dim, layer_idx
-        self.block_size = config.block_size
         self.w1 = nn.Linear(config.n_embd, config.n_embd)
         self.w2 = nn.Parameter(torch.empty(config.head_dim, config.block_size))
         self.b2 = nn.Parameter(torch.empty(config.block_size))
@@ -166,7 +165,6 @@ class CharGPTBlock(nn.Module):
 class CharGPTPreTrainedModel(PreTrainedModel):
     config_class = CharGPTConfig
     base_model_prefix = "transformer"
-    main_input_name = "input_ids"
     _no_split_modules = ["CharGPTBlock"]
     _supports_sdpa = True
 
@@ -344,16 +342,11 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
         return attention_mask
 
 
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
 __all__ = [
     "IGNORE_INDEX",
     "CharGPTForCausalLM",
     "CharGPTModel",
     "CharGPTPreTrainedModel",
     "apply_rope",
-    "count_parameters",
     "sinusoidal_positions",
 ]

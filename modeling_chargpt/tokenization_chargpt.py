@@ -7,9 +7,6 @@ import os
 from collections.abc import Iterable
 
 from transformers import PreTrainedTokenizer
-from transformers.utils import logging
-
-logger = logging.get_logger(__name__)
 
 PAD_CHAR = "\u25a1"
 MASK_CHAR = "\u2047"
