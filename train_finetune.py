@@ -21,11 +21,9 @@ from transformers import HfArgumentParser
 
 from data_scripts import (
     InterleavedDataset,
-    PackedCollator,
     load_pretrain_corpus,
     load_qa_tsv,
     name_prompt_dataset,
-    pad_collate,
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
@@ -34,6 +32,7 @@ from training import (
     TrainingArguments,
     UsageError,
     build_model_config,
+    collate_for,
     fill_reference_defaults,
     load_chargpt,
     make_accelerator,
@@ -120,7 +119,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data_args.freeze_parameters is not None:
         frozen = freeze_matching(model, data_args.freeze_parameters)
         deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen)} tensors)"
-    collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate
 
     card = run_card(
         model, args,
@@ -130,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data=data_args.finetune_corpus_path, examples=len(dataset), **deviations,
     )
     result = train(
-        accelerator, model, tokenizer, dataset, collate, args,
+        accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
         final_tokens=200 * len(docs) * block,
         tokens_per_example=block - 1,
         on_epoch_start=on_epoch_start,

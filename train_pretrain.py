@@ -17,11 +17,9 @@ from transformers import HfArgumentParser
 
 from data_scripts import (
     InterleavedDataset,
-    PackedCollator,
     load_pretrain_corpus,
     load_qa_tsv,
     name_prompt_dataset,
-    pad_collate,
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
@@ -29,6 +27,7 @@ from training import (
     ModelArguments,
     TrainingArguments,
     build_model_config,
+    collate_for,
     fill_reference_defaults,
     make_accelerator,
     parse_args,
@@ -76,7 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         prompts = name_prompt_dataset(load_qa_tsv(path, block_size=block), tokenizer, block, source=path)
         dataset = InterleavedDataset(dataset, prompts)
         mixed = {"mixed_qa": data_args.mixed_qa_corpus_path, "mixed_name_prompts": len(prompts)}
-    collate = PackedCollator(block, pad_token_id=tokenizer.pad_token_id) if args.packing else pad_collate
 
     card = run_card(
         model, args,
@@ -85,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
     )
     result = train(
-        accelerator, model, tokenizer, dataset, collate, args,
+        accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
         final_tokens=args.num_train_epochs * len(dataset) * block,
         tokens_per_example=block - 1,
         on_epoch_start=corruption.set_epoch,

@@ -19,7 +19,7 @@ import time
 import torch
 
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, packed_causal_mask
-from training.loop import cpu_has_fast_bf16
+from training.precision import cpu_has_fast_bf16
 
 
 def median_seconds(fn, steps: int) -> float:

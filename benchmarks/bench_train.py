@@ -34,7 +34,7 @@ from data_scripts import (
     span_corruption_dataset,
 )
 from modeling_chargpt import IGNORE_INDEX, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training.loop import resolve_precision
+from training.precision import resolve_precision
 
 
 class ReferenceSelfAttention(nn.Module):

@@ -74,26 +74,26 @@ def test_a_loaded_model_takes_the_overrides(tmp_path):
 
 
 def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch):
-    import training.loop as loop
+    import training.precision as precision
 
-    assert isinstance(loop.cpu_has_fast_bf16(), bool)
-    monkeypatch.setattr(loop.torch.cuda, "is_available", lambda: False)
+    assert isinstance(precision.cpu_has_fast_bf16(), bool)
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
     for amx, expected in ((True, "bf16"), (False, "no")):
-        monkeypatch.setattr(loop, "cpu_has_fast_bf16", lambda amx=amx: amx)
-        assert loop.resolve_precision("fast") == expected
-        assert loop.resolve_precision("auto") == "no"  # the reference's fp32 on any CPU
-        assert loop.resolve_precision("bf16") == "bf16" and loop.resolve_precision("no") == "no"
+        monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda amx=amx: amx)
+        assert precision.resolve_precision("fast") == expected
+        assert precision.resolve_precision("auto") == "no"  # the reference's fp32 on any CPU
+        assert precision.resolve_precision("bf16") == "bf16" and precision.resolve_precision("no") == "no"
 
 
 def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
     """bf16 autocast made the reference recipe diverge on an H100 (README "Results"), so fp32 is the default."""
-    import training.loop as loop
+    import training.precision as precision
 
-    monkeypatch.setattr(loop.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(loop.torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(precision.torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     for stage in ("pretrain", "finetune"):
-        assert loop.resolve_precision(parse(["--output_dir", "x"], stage=stage)[1].mixed_precision) == "no"
-    assert loop.resolve_precision("auto") == "bf16"  # still there, as an explicit opt-in
+        assert precision.resolve_precision(parse(["--output_dir", "x"], stage=stage)[1].mixed_precision) == "no"
+    assert precision.resolve_precision("auto") == "bf16"  # still there, as an explicit opt-in
 
 
 def test_best_preset_keeps_the_reference_pretraining_and_only_changes_the_finetuning_rate():

@@ -190,7 +190,7 @@ def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restore
 
     from accelerate import Accelerator
 
-    from training.loop import StopRequest
+    from training.stopping import StopRequest
 
     before = signal.getsignal(signal.SIGINT)
     stop = StopRequest().install()

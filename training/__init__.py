@@ -1,21 +1,22 @@
-"""Training machinery shared by train_pretrain.py and train_finetune.py: one Accelerate loop, one schedule."""
+"""Training machinery shared by train_pretrain.py and train_finetune.py: one Accelerate loop, one schedule.
+
+Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`
+(nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`;
+`batching`, `pretrained`, `reporting`; `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
+"""
 
 from .arguments import ModelArguments, TrainingArguments, build_model_config, fill_reference_defaults
+from .batching import collate_for
+from .checkpoints import find_latest_checkpoint
 from .cli import UsageError, parse_args, run_cli
+from .errors import TrainingDivergedError
 from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
-from .loop import (
-    TrainingDivergedError,
-    TrainResult,
-    build_optimizer,
-    cpu_has_fast_bf16,
-    find_latest_checkpoint,
-    make_accelerator,
-    resolve_precision,
-    train,
-)
+from .loop import build_optimizer, make_accelerator, train
+from .precision import cpu_has_fast_bf16, resolve_precision
 from .pretrained import check_chargpt_folder, load_chargpt
 from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
+from .state import TrainResult
 
 __all__ = [
     "ModelArguments",
@@ -28,17 +29,18 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "build_model_config",
+    "fill_reference_defaults",
     "build_optimizer",
     "check_chargpt_folder",
-    "fill_reference_defaults",
-    "load_chargpt",
-    "find_latest_checkpoint",
-    "make_accelerator",
+    "collate_for",
     "cpu_has_fast_bf16",
-    "resolve_precision",
+    "find_latest_checkpoint",
+    "load_chargpt",
+    "make_accelerator",
     "parse_args",
     "replace_folder",
     "report_done",
+    "resolve_precision",
     "run_card",
     "run_cli",
     "train",

@@ -1,0 +1,42 @@
+"""Where a run is (`TrainState`, what a checkpoint stores) and how it ended (`TrainResult`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TrainState:
+    """The loop's counters and loss history; `train` advances it, checkpoints save and restore it."""
+
+    global_step: int = 0
+    epoch: int = 0  # epochs completed
+    step_in_epoch: int = 0  # batches of the current epoch already trained on
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    last_loss: float = math.nan
+
+    def advance(self, loss: float) -> None:
+        """Count one optimizer step that had `loss`."""
+        self.global_step += 1
+        self.step_in_epoch += 1
+        self.last_loss = loss
+        self.losses.append((self.global_step, round(loss, 5)))
+
+    def end_epoch(self) -> None:
+        self.epoch, self.step_in_epoch = self.epoch + 1, 0
+
+
+@dataclass
+class TrainResult:
+    global_step: int
+    epoch: float  # epochs completed, fractional when max_steps stopped mid-epoch
+    final_loss: float
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    train_seconds: float = 0.0
+    interrupted: bool = False
+
+    def summary(self) -> dict:
+        """What `train_results.json` and the model card report (the losses go to the JSON only)."""
+        return {"global_step": self.global_step, "epoch": self.epoch, "final_loss": self.final_loss,
+                "train_seconds": round(self.train_seconds, 1)}
