@@ -4,8 +4,9 @@
         --pretrain_corpus_path DIR/wiki.txt --finetune_corpus_path DIR/birth_places_train.tsv \
         [--model_name_or_path out/rope-pretrain] --output_dir out/rope-finetune
 
-Defaults reproduce the 2024 reference: batch 256, lr 6e-4, 75 epochs from scratch or 10 from a pretrained
-model, final_tokens = 200 * len(pretraining dataset) * block_size. The vocabulary always comes from wiki.txt.
+Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate, from scratch or from a
+pretrained model; `--preset` for named deviations); the cosine schedule spans 200 epochs of the pretraining corpus,
+as the reference's does. The vocabulary always comes from wiki.txt.
 Two opt-in deviations for a pretrained model: `--replay_pretraining` (span-corrupted wiki.txt documents in every
 finetuning epoch) and `--freeze_parameters REGEX` (train only the other parameters).
 """
@@ -33,7 +34,6 @@ from training import (
     UsageError,
     build_model_config,
     collate_for,
-    fill_reference_defaults,
     load_chargpt,
     make_accelerator,
     parse_args,
@@ -99,10 +99,8 @@ def build_parser() -> HfArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    data_args, model_args, args = parse_args(parser, argv, stage="finetune")
+    data_args, model_args, args = parse_args(build_parser(), argv, stage="finetune")
     pretrained = data_args.model_name_or_path is not None
-    fill_reference_defaults(args, epochs=10 if pretrained else 75, batch_size=256, learning_rate=6e-4)
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
@@ -136,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_name="finetune",
     )
     return report_done(accelerator, result, "finetuning", args.output_dir)
+
 
 def cli() -> int:
     """The installed `chargpt-finetune` command: like running this file, bad input ends as one line."""

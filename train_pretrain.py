@@ -3,7 +3,8 @@
     accelerate launch --config_file accelerate_config.yaml train_pretrain.py \
         --pretrain_corpus_path DIR/wiki.txt --position_embedding_type rope --output_dir out/rope-pretrain
 
-Defaults reproduce the 2024 reference: 650 epochs, batch 128, lr 6e-3, final_tokens = 650 * len(dataset) * block.
+Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate; `--preset` for named
+deviations); the cosine schedule spans every epoch's tokens.
 `--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py).
 """
 
@@ -28,7 +29,6 @@ from training import (
     TrainingArguments,
     build_model_config,
     collate_for,
-    fill_reference_defaults,
     make_accelerator,
     parse_args,
     report_done,
@@ -36,8 +36,6 @@ from training import (
     run_cli,
     train,
 )
-
-REFERENCE = {"epochs": 650, "batch_size": 128, "learning_rate": 6e-3}
 
 
 @dataclass
@@ -58,9 +56,7 @@ def build_parser() -> HfArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    data_args, model_args, args = parse_args(parser, argv, stage="pretrain")
-    fill_reference_defaults(args, **REFERENCE)
+    data_args, model_args, args = parse_args(build_parser(), argv, stage="pretrain")
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
@@ -91,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_name="pretrain",
     )
     return report_done(accelerator, result, "pretraining", args.output_dir)
+
 
 def cli() -> int:
     """The installed `chargpt-pretrain` command: like running this file, bad input ends as one line."""

@@ -5,11 +5,11 @@ Modules import in one direction, bottom to top: `errors`, `state`, `files`, `sch
 `batching`, `pretrained`, `reporting`; `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
 """
 
-from .arguments import ModelArguments, TrainingArguments, build_model_config, fill_reference_defaults
+from .arguments import ModelArguments, TrainingArguments, build_model_config
 from .batching import collate_for
 from .checkpoints import find_latest_checkpoint
-from .cli import UsageError, parse_args, run_cli
-from .errors import TrainingDivergedError
+from .cli import parse_args, run_cli
+from .errors import TrainingDivergedError, UsageError
 from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
 from .loop import build_optimizer, make_accelerator, train
 from .precision import cpu_has_fast_bf16, resolve_precision
@@ -29,7 +29,6 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "build_model_config",
-    "fill_reference_defaults",
     "build_optimizer",
     "check_chargpt_folder",
     "collate_for",

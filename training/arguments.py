@@ -1,7 +1,8 @@
 """Command-line dataclasses shared by the training scripts (parsed with `HfArgumentParser`).
 
-Fields left at `None` take the reference value of the script that parses them (pretraining and finetuning
-use different epochs, batch sizes and learning rates); `--preset` selects named deviations.
+Their defaults are the reference values every stage shares. Fields left at `None` differ by stage (pretraining
+and finetuning use different epochs, batch sizes and learning rates) or by `--preset`: `training/presets.py` holds
+them, and `training.cli.parse_args` fills them in.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from dataclasses import dataclass, field
 
 from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
 
-from .presets import PRESETS
+from .errors import UsageError
+from .presets import PRESETS, REFERENCE, describe, reference_value
 
 
 @dataclass
@@ -35,7 +37,7 @@ class ModelArguments:
     )
 
     def dropout_overrides(self) -> dict[str, float]:
-        """Config fields to override on a loaded model: only the rates given on the command line (or by a preset)."""
+        """Config dropout fields for the rates given on the command line (or by a preset), and only those."""
         out = {}
         if self.dropout is not None:
             out.update(embd_pdrop=self.dropout, resid_pdrop=self.dropout, attn_pdrop=self.dropout)
@@ -46,19 +48,25 @@ class ModelArguments:
 
 @dataclass
 class TrainingArguments:
-    """Optimisation, checkpointing and logging. `None` means: the reference value of this script."""
+    """Optimisation, checkpointing and logging. `None` means: this stage's value in `training/presets.py`."""
 
     output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
     preset: str = field(
-        default="reference",
-        metadata={"help": "Named recipe: 'reference' (the assignment's hyperparameters), 'cpu-fast' (no dropout, "
-                  "batch 32, lr 2e-3: more learning per epoch on a CPU) or 'best' (the reference pretraining, "
-                  "finetuning at lr 2e-4). Flags you give explicitly override the preset's. Measured results: "
-                  "README 'Results'.", "choices": list(PRESETS)},
+        default=REFERENCE,
+        metadata={"help": "Named recipe: " + "; ".join(describe(name) for name in PRESETS) + ". Flags you give "
+                  "explicitly override the preset's. Measured results: README 'Results'.", "choices": list(PRESETS)},
     )
-    num_train_epochs: int | None = field(default=None, metadata={"help": "Epochs (reference: script-specific)."})
-    per_device_train_batch_size: int | None = field(default=None, metadata={"help": "Examples per step per process."})
-    learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate."})
+    num_train_epochs: int | None = field(
+        default=None, metadata={"help": f"Epochs (reference: {reference_value('num_train_epochs')})."}
+    )
+    per_device_train_batch_size: int | None = field(
+        default=None,
+        metadata={"help": "Examples per step per process "
+                  f"(reference: {reference_value('per_device_train_batch_size')})."},
+    )
+    learning_rate: float | None = field(
+        default=None, metadata={"help": f"Peak learning rate (reference: {reference_value('learning_rate')})."}
+    )
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay."})
     weight_decay_scope: str = field(
         default="reference",
@@ -104,12 +112,10 @@ class TrainingArguments:
                                                             "choices": ["tensorboard", "none"]})
     mixed_precision: str = field(
         default="no",
-        metadata={"help": "'no' = fp32 on every device, the reference's precision. Under bf16 autocast the reference "
-                          "recipe (lr 6e-3, dropout 0.1) diverged on an H100: pretraining loss climbed from 2.2-2.7 to "
-                          "3.2-4.0 where fp32 fell to 0.5 (README 'Results'). 'auto' = bf16 on a GPU that has it, "
-                          "else fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with "
-                          "AMX bf16 units: ~2x faster training here), else fp32; bf16 on a CPU without AMX is slower "
-                          "(~25x with AVX2 only, 1.5x per step with avx512_bf16).",
+        metadata={"help": "'no' = fp32 on every device, the reference's precision (under bf16 autocast the reference "
+                          "recipe diverged on an H100: README 'Results'). 'auto' = bf16 on a GPU that has it, else "
+                          "fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with AMX bf16 "
+                          "units), else fp32; bf16 on a CPU without AMX is slower than fp32.",
                   "choices": ["auto", "fast", "no", "bf16", "fp16"]},
     )
     dataloader_num_workers: int = field(default=0, metadata={"help": "0 works on every OS."})
@@ -117,10 +123,10 @@ class TrainingArguments:
 
 
 def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTConfig:
-    """The model config a from-scratch run asks for; an invalid combination becomes a one-line usage error."""
-    from .cli import UsageError
+    """The model config a from-scratch run asks for; an invalid combination becomes a one-line usage error.
 
-    dropout = 0.1 if model_args.dropout is None else model_args.dropout
+    Dropout rates not given keep `CharGPTConfig`'s defaults, the reference's 0.1.
+    """
     try:
         return CharGPTConfig(
             vocab_size=vocab_size,
@@ -128,21 +134,9 @@ def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTCo
             n_layer=model_args.n_layer,
             n_head=model_args.n_head,
             n_embd=model_args.n_embd,
-            embd_pdrop=dropout,
-            resid_pdrop=dropout,
-            attn_pdrop=dropout if model_args.attn_dropout is None else model_args.attn_dropout,
             position_embedding_type=model_args.position_embedding_type,
             attention_type=model_args.attention_type,
+            **model_args.dropout_overrides(),
         )
     except ValueError as err:
         raise UsageError(str(err)) from err
-
-
-def fill_reference_defaults(args: TrainingArguments, *, epochs: int, batch_size: int, learning_rate: float) -> None:
-    """Fill what the user left unset with this script's reference values."""
-    if args.num_train_epochs is None:
-        args.num_train_epochs = epochs
-    if args.per_device_train_batch_size is None:
-        args.per_device_train_batch_size = batch_size
-    if args.learning_rate is None:
-        args.learning_rate = learning_rate

@@ -1,44 +1,73 @@
-"""What the three scripts share around their `main`: argument files and one-line errors."""
+"""What the scripts share around their `main`: reading flags or an argument file, stage defaults, one-line errors."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import logging as std_logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
-from .presets import apply_preset, explicit_flags
+from data_scripts import DataFileError
+from modeling_chargpt import UnknownCharacterError
 
-logger = logging.get_logger(__name__)
+from .errors import TrainingDivergedError, UsageError
+from .presets import resolve
+
+# Errors that are the user's input, not our bug: they get one line, not a traceback.
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    DataFileError, UnknownCharacterError, UsageError, TrainingDivergedError, FileNotFoundError
+)
 
 
-class UsageError(ValueError):
-    """A bad flag combination or incompatible input, reported as one line without a traceback."""
+def given_args(parser: HfArgumentParser, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The values the user set, and only those: from flags, or from a single JSON/YAML file (`script.py args.yaml`).
+
+    argparse leaves an attribute that is already in its namespace alone unless the flag is given, so a namespace
+    pre-filled with a marker tells the given flags apart from the defaults, whatever their spelling (`--name value`,
+    `--name=value`, an abbreviation, `--no_name`).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
+        return _read_args_file(Path(argv[0]))
+    unset = object()
+    names = [f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init]
+    namespace, remaining = parser.parse_known_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
+    if remaining:
+        raise ValueError(f"Some specified arguments are not used by the HfArgumentParser: {remaining}")
+    return {name: value for name, value in vars(namespace).items() if value is not unset}
+
+
+def _read_args_file(path: Path) -> dict[str, Any]:
+    """The flags an argument file holds, as a mapping; a file that is not one is a one-line error naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        values = json.loads(text) if path.suffix == ".json" else (yaml.safe_load(text) or {})
+    except UnicodeDecodeError as err:
+        raise DataFileError(path, None, f"not UTF-8 text ({err.reason})") from None
+    except json.JSONDecodeError as err:
+        raise DataFileError(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
+    except yaml.YAMLError as err:  # the problem and its line, without yaml's multi-line excerpt
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise DataFileError(path, mark.line + 1 if mark else None, f"not valid YAML ({problem})") from None
+    if not isinstance(values, dict):
+        raise DataFileError(path, None, "expected a mapping of flag names to values")
+    return values
 
 
 def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stage: str | None = None) -> tuple:
-    """Flags, or a single JSON/YAML file holding them (`script.py args.yaml`); then `--preset` for `stage`."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        parsed = parser.parse_json_file(argv[0])
-        explicit = set(json.loads(Path(argv[0]).read_text()))
-    elif len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
-        parsed = parser.parse_yaml_file(argv[0])
-        explicit = set(yaml.safe_load(Path(argv[0]).read_text()) or {})
-    else:
-        parsed = parser.parse_args_into_dataclasses(args=argv)
-        explicit = explicit_flags(argv)
-    if stage is not None:
-        preset = next(obj.preset for obj in parsed if hasattr(obj, "preset"))
-        applied = apply_preset(preset, stage, parsed, explicit)
-        if applied:
-            logger.info("--preset %s sets %s", preset, applied)
-    return tuple(parsed)
+    """The parser's dataclasses from what the user gave; with a `stage`, what they left unset comes from that stage's
+    defaults and `--preset` (`training.presets.resolve`)."""
+    given = given_args(parser, argv)
+    return parser.parse_dict(given if stage is None else resolve(stage, given))
 
 
 def check_flags(parser: HfArgumentParser, argv: Sequence[str], stage: str | None, what: str) -> None:
@@ -50,26 +79,17 @@ def check_flags(parser: HfArgumentParser, argv: Sequence[str], stage: str | None
     parser.error = fail  # argparse reports bad values and missing flags here; raise instead of printing and exiting
     try:
         parse_args(parser, argv, stage)
-    except ValueError as err:  # UsageError, or HfArgumentParser's "arguments are not used" for unknown flags
+    except ValueError as err:  # UsageError, or "arguments are not used" for unknown flags
         raise UsageError(f"{what}: {err}") from None
 
 
-def expected_errors() -> tuple[type[BaseException], ...]:
-    """Errors that are the user's input, not our bug: they get one line, not a traceback."""
-    from data_scripts import DataFileError
-    from modeling_chargpt import UnknownCharacterError
-
-    from .loop import TrainingDivergedError
-
-    return (DataFileError, UnknownCharacterError, UsageError, TrainingDivergedError, FileNotFoundError)
-
-
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
+    """Run a script's `main` with logging set up; the user's errors end as one `error:` line and exit status 1."""
     std_logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=std_logging.INFO)
     logging.set_verbosity_info()
     try:
         return int(main(argv) or 0)
-    except expected_errors() as err:
+    except EXPECTED_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 import torch
@@ -157,7 +157,7 @@ def _start_state(
 
 def _epoch_batches(
     accelerator: Accelerator, loader: DataLoader, state: TrainState, on_epoch_start: Callable[[int], None] | None
-):
+) -> Iterable[dict]:
     """The current epoch's batches after the ones `state` has already trained on (a resumed run skips them)."""
     if on_epoch_start is not None:
         on_epoch_start(state.epoch)

@@ -1,64 +1,93 @@
-"""Named recipes (`--preset`): bundles of flag values that deviate from the reference on purpose.
+"""Each stage's defaults in one table: the CS224N assignment's values (`reference`) and the named recipes
+(`--preset`) that change some of them on purpose, resolved in one place (`resolve`).
 
-`reference` changes nothing. Every other preset only sets flags the user did not give explicitly, so
-`--preset cpu-fast --learning_rate 1e-3` keeps the rest of cpu-fast and your learning rate. The numbers each
-preset reaches, and the commands that measured them, are in README "Results".
+A run takes, for every field, the first of: the flag you gave (or the key of your argument file); the preset's
+value for this stage; the reference value for this stage; the dataclass default (stage-independent reference
+values such as weight decay 0.1 live there, in `training/arguments.py`). So `--preset cpu-fast --learning_rate
+1e-3` keeps the rest of cpu-fast and your learning rate. What each preset reaches, and the commands that measured
+it: README "Results".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "reference": {"pretrain": {}, "finetune": {}},
-    # More learning per CPU-minute than the reference: at 20 pretraining epochs, loss 1.70 against 2.56 (and lr 2e-3
-    # beat 6e-3 at batch 32); bf16 where the hardware runs it fast (AMX CPUs: 1.5x per epoch here), fp32 elsewhere.
-    # What it reaches and at what cost: README "Results" (rope with --num_train_epochs 290: 29.8 ± 1.1% over 3 seeds;
-    # learned at 220 epochs: 12.9 ± 5.3%, so not a reliable pass of the 15% bar; with --weight_decay 0.3 (the
-    # faithful recipe's total decay is 2.2x this preset's): 16.3 ± 2.6%; rope with it falls to 20.1 ± 1.0% at 220
-    # epochs, hence 0.1 stays the preset's default).
-    # Finetuning keeps the pretrained model's dropout (0 here) and the reference batch size and epochs.
-    "cpu-fast": {
-        "pretrain": {"dropout": 0.0, "per_device_train_batch_size": 32, "learning_rate": 2e-3,
+from transformers.utils import logging
+
+from .errors import UsageError
+
+logger = logging.get_logger(__name__)
+
+REFERENCE = "reference"
+STAGE_NAMES = {"pretrain": "pretraining", "finetune": "finetuning"}
+
+DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "pretrain": {
+        REFERENCE: {"num_train_epochs": 650, "per_device_train_batch_size": 128, "learning_rate": 6e-3},
+        # More learning per CPU-minute: dropout off (it costs 1.6-2x per step and did not help here), small batches
+        # at a lower peak rate (more steps per epoch), bf16 where the hardware runs it fast, fp32 elsewhere.
+        "cpu-fast": {"dropout": 0.0, "per_device_train_batch_size": 32, "learning_rate": 2e-3,
                      "num_train_epochs": 220, "mixed_precision": "fast"},
-        # A pretrained model keeps its facts with a gentler finetuning: lr 7.5e-5 instead of 6e-4 took the 220-epoch
-        # models from 8.6% to 19.0% (learned) and 14.6% to 24.2% (rope) dev (a sweep on dev: README "Results").
-        # Chosen on held-out training questions instead (scripts/select_finetune_lr.py), 7.5e-5 won for 2 of 3 rope
-        # seeds.
-        "finetune": {"mixed_precision": "fast", "learning_rate": 7.5e-5},
+        # The reference pretraining (fp32, 650 epochs: minutes on one H100, hours on a CPU).
+        "best": {},
     },
-    # The most dev accuracy measured for the reference model size: the reference pretraining (650 epochs, fp32; ~7 min
-    # on one H100, hours on a CPU), then a gentler finetuning. The rate was chosen on 400 held-out *training* questions
-    # (scripts/select_finetune_lr.py): 2e-4 for rope (held-out 50.2% against 38.5% at the reference 6e-4), 3e-4 for
-    # learned (28.0% against 22.5%; 26.2% at 2e-4); on seeds 1 and 2, 2e-4 won for 3 of the 4 models, and it has the
-    # best held-out mean over all six (35.0% against 34.1% at 3e-4). Dev over seeds 0, 1, 2: learned 31.8 ± 4.5%,
-    # rope 39.8 ± 9.9% (seed 0: 30.4%, 51.0%), against 23.6 ± 4.7% / 30.7 ± 5.8% with the reference finetuning
-    # (README "Results").
-    "best": {"pretrain": {}, "finetune": {"learning_rate": 2e-4}},
+    "finetune": {  # from a pretrained model (--model_name_or_path); from scratch, FROM_SCRATCH changes the epochs
+        REFERENCE: {"num_train_epochs": 10, "per_device_train_batch_size": 256, "learning_rate": 6e-4},
+        # A pretrained model keeps more of its facts with a gentler rate (chosen on held-out training questions by
+        # scripts/select_finetune_lr.py); the batch size and epochs stay the reference's, the dropout the model's.
+        "cpu-fast": {"mixed_precision": "fast", "learning_rate": 7.5e-5},
+        # The rate that won on held-out training questions for most pretrained reference-size models.
+        "best": {"learning_rate": 2e-4},
+    },
+}
+# The assignment trains a model without pretraining for 75 epochs instead of 10; nothing else changes.
+FROM_SCRATCH: dict[str, Any] = {"num_train_epochs": 75}
+PRESETS: tuple[str, ...] = tuple(DEFAULTS["pretrain"])
+
+PURPOSE = {
+    REFERENCE: "the assignment's hyperparameters",
+    "cpu-fast": "more learning per CPU-minute",
+    "best": "the most dev accuracy measured at the reference model size",
 }
 
 
-def explicit_flags(argv: Sequence[str]) -> set[str]:
-    """Names of the flags present on a command line (`--name value` or `--name=value`)."""
-    return {tok[2:].split("=", 1)[0] for tok in argv if tok.startswith("--")}
+def resolve(stage: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Every value a run of `stage` ('pretrain' or 'finetune') uses: the table's layers under what was `given`.
 
-
-def apply_preset(name: str, stage: str, dataclasses: Iterable[Any], explicit: set[str]) -> dict[str, Any]:
-    """Set the preset's values for `stage` ('pretrain' or 'finetune') on whichever dataclass has each field.
-
-    Returns what was set, for the run card.
+    `given` holds only what the user set (flags or an argument file); the result is ready for
+    `HfArgumentParser.parse_dict`. Finetuning without a `model_name_or_path` takes `FROM_SCRATCH` over its reference.
     """
-    if name not in PRESETS:
-        from .cli import UsageError
+    preset = given.get("preset", REFERENCE)
+    if preset not in PRESETS:
+        raise UsageError(f"--preset {preset!r}: unknown; choose one of {', '.join(PRESETS)}")
+    table = DEFAULTS[stage]
+    from_scratch = stage == "finetune" and given.get("model_name_or_path") is None
+    reference = {**table[REFERENCE], **(FROM_SCRATCH if from_scratch else {})}
+    overlay = table[preset] if preset != REFERENCE else {}
+    chosen = {name: value for name, value in overlay.items() if name not in given}
+    if chosen:
+        logger.info("--preset %s sets %s", preset, chosen)
+    return {**reference, **overlay, **given}
 
-        raise UsageError(f"--preset {name!r}: unknown; choose one of {', '.join(PRESETS)}")
-    applied = {}
-    objects = list(dataclasses)
-    for field_name, value in PRESETS[name][stage].items():
-        if field_name in explicit:
-            continue
-        owner = next(obj for obj in objects if hasattr(obj, field_name))
-        setattr(owner, field_name, value)
-        applied[field_name] = value
-    return applied
+
+def _values(values: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in values.items()) or "as the reference"
+
+
+def describe(preset: str) -> str:
+    """One line for `--help`: what `preset` is for and what it sets in each stage (read from the table)."""
+    if preset == REFERENCE:
+        stages = [f"{STAGE_NAMES[s]} {_values(DEFAULTS[s][REFERENCE])}" for s in DEFAULTS]
+        stages.append(f"finetuning from scratch {_values(FROM_SCRATCH)}")
+    else:
+        stages = [f"{STAGE_NAMES[s]} {_values(DEFAULTS[s][preset])}" for s in DEFAULTS]
+    return f"'{preset}' ({PURPOSE[preset]}: {'; '.join(stages)})"
+
+
+def reference_value(name: str) -> str:
+    """A field's reference value in each stage, for its `--help` (e.g. 'pretraining 650, finetuning 10 (75 from
+    scratch)')."""
+    parts = [f"{STAGE_NAMES[s]} {DEFAULTS[s][REFERENCE][name]}" for s in DEFAULTS]
+    if name in FROM_SCRATCH:
+        parts[-1] += f" ({FROM_SCRATCH[name]} from scratch)"
+    return ", ".join(parts)

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+from accelerate import Accelerator
+from transformers import PreTrainedModel
+
+from .arguments import TrainingArguments
+from .state import TrainResult
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 def plot_loss_curve(losses: list[tuple[int, float]], path: str | Path, title: str = "training loss") -> None:
+    """The loss per step, with a moving mean once there are enough steps: how the run went, at a glance."""
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     if losses:
         steps, values = zip(*losses, strict=True)
@@ -50,7 +57,7 @@ def write_model_card(path: str | Path, info: dict) -> None:
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def run_card(model, args, **fields) -> dict:
+def run_card(model: PreTrainedModel, args: TrainingArguments, **fields: Any) -> dict:
     """Model-card fields every run records: shape, size and the hyper-parameters that shaped it."""
     c = model.config
     return {
@@ -62,7 +69,7 @@ def run_card(model, args, **fields) -> dict:
     }
 
 
-def report_done(accelerator, result, stage: str, output_dir: str) -> int:
+def report_done(accelerator: Accelerator, result: TrainResult, stage: str, output_dir: str) -> int:
     """The scripts' last line and exit status (130 when Ctrl-C stopped the run after checkpointing)."""
     if result.interrupted:
         return 130
