@@ -114,7 +114,7 @@ def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch
 
 
 def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
-    """bf16 autocast made the reference recipe diverge on an H100 (README "Results"), so fp32 is the default."""
+    """bf16 autocast made the reference recipe diverge on an H100 (docs/results.md), so fp32 is the default."""
     import training.precision as precision
 
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)

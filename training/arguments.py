@@ -54,7 +54,7 @@ class TrainingArguments:
     preset: str = field(
         default=REFERENCE,
         metadata={"help": "Named recipe: " + "; ".join(describe(name) for name in PRESETS) + ". Flags you give "
-                  "explicitly override the preset's. Measured results: README 'Results'.", "choices": list(PRESETS)},
+                  "explicitly override the preset's. Measured results: docs/results.md.", "choices": list(PRESETS)},
     )
     num_train_epochs: int | None = field(
         default=None, metadata={"help": f"Epochs (reference: {reference_value('num_train_epochs')})."}
@@ -113,7 +113,7 @@ class TrainingArguments:
     mixed_precision: str = field(
         default="no",
         metadata={"help": "'no' = fp32 on every device, the reference's precision (under bf16 autocast the reference "
-                          "recipe diverged on an H100: README 'Results'). 'auto' = bf16 on a GPU that has it, else "
+                          "recipe diverged on an H100: docs/results.md). 'auto' = bf16 on a GPU that has it, else "
                           "fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with AMX bf16 "
                           "units), else fp32; bf16 on a CPU without AMX is slower than fp32.",
                   "choices": ["auto", "fast", "no", "bf16", "fp16"]},

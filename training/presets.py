@@ -4,8 +4,8 @@
 A run takes, for every field, the first of: the flag you gave (or the key of your argument file); the preset's
 value for this stage; the reference value for this stage; the dataclass default (stage-independent reference
 values such as weight decay 0.1 live there, in `training/arguments.py`). So `--preset cpu-fast --learning_rate
-1e-3` keeps the rest of cpu-fast and your learning rate. What each preset reaches, and the commands that measured
-it: README "Results".
+1e-3` keeps the rest of cpu-fast and your learning rate. What each preset reaches: docs/results.md; the commands that
+measured it: docs/reproduce.md.
 """
 
 from __future__ import annotations
