@@ -3,6 +3,9 @@
     python evaluate_birthplace.py --model_name_or_path out/rope-finetune \
         --eval_corpus_path DIR/birth_dev.tsv --outputs_path out/rope.dev.predictions
     python evaluate_birthplace.py --baseline london --eval_corpus_path DIR/birth_dev.tsv
+
+Beside the predictions it writes per-question records (``.records.jsonl``: the answer's probability, whether it
+occurs in the person's wiki.txt line) and an error-analysis page (``.html``); docs/confidence.md.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from transformers import HfArgumentParser
 
 from data_scripts import load_qa_tsv
 from evaluation import check_questions, load_metric, predict_birthplaces
+from evaluation.confidence import describe, summarize
+from evaluation.records import build_records, find_wiki, records_path_for, score_answers, write_records
+from evaluation.report_html import report_path_for, write_report
 from training import (
     UsageError,
     atomic_write_json,
@@ -40,6 +46,14 @@ class EvalArguments:
     batch_size: int = field(default=128, metadata={"help": "Questions decoded together."})
     max_new_tokens: int = field(default=32, metadata={"help": "Characters generated per answer (reference 32)."})
     device: str = field(default="auto", metadata={"help": "'auto' (cuda if available), 'cpu' or 'cuda'."})
+    records_path: str | None = field(default=None, metadata={
+        "help": "Per-question records (JSON Lines); default: beside --outputs_path, PREDICTIONS.records.jsonl."})
+    html_path: str | None = field(default=None, metadata={
+        "help": "The error-analysis page; default: beside --outputs_path, PREDICTIONS.html."})
+    wiki_path: str | None = field(default=None, metadata={
+        "help": "wiki.txt, to tell grounded answers from made-up ones; default: wiki.txt beside --eval_corpus_path."})
+    abstain_below: float | None = field(default=None, metadata={
+        "help": "Answer nothing (an empty prediction) where the answer's probability is below this, in (0, 1)."})
 
 
 def build_parser() -> HfArgumentParser:
@@ -50,30 +64,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args,) = parse_args(build_parser(), argv)
     if (args.model_name_or_path is None) == (args.baseline is None):
         raise UsageError("give exactly one of --model_name_or_path or --baseline london")
+    if args.abstain_below is not None and not 0 < args.abstain_below < 1:
+        raise UsageError(f"--abstain_below {args.abstain_below}: must be a probability between 0 and 1 (exclusive)")
+    if args.abstain_below is not None and args.baseline:
+        raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
+    records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
+    html_path = args.html_path or (report_path_for(args.outputs_path) if args.outputs_path else None)
+    analyse = bool(records_path or html_path or args.abstain_below)
     qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)
     questions, gold = qa["question"], qa["answer"]
+    wiki = find_wiki(args.wiki_path, args.eval_corpus_path) if analyse else None  # read before decoding
 
+    answer_scores = None
     if args.baseline == "london":
-        predictions = ["London"] * len(questions)
+        answers = ["London"] * len(questions)
     else:
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         config, tokenizer = check_chargpt_folder(args.model_name_or_path)
         check_questions(args.eval_corpus_path, questions, tokenizer, config, args.max_new_tokens)  # before loading
         model, tokenizer = load_chargpt(args.model_name_or_path)
         model = model.to(device)
-        predictions = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
+        answers = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
+        if analyse:
+            answer_scores = score_answers(model, tokenizer, questions, answers, args.max_new_tokens, args.batch_size)
+    records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below)
+    predictions = [r["prediction"] for r in records]
 
     if args.outputs_path:
         atomic_write_text(args.outputs_path, "".join(line + "\n" for line in predictions))
+    if records_path:
+        write_records(records_path, records)
+    if html_path:
+        write_report(html_path, records, f"{args.model_name_or_path or 'baseline ' + args.baseline} on "
+                     f"{args.eval_corpus_path}", {"predictions": args.outputs_path, "records": records_path,
+                                                  "abstain below": args.abstain_below})
     if not any(gold):
         print(f"No gold birth places in {args.eval_corpus_path}; wrote {len(predictions)} predictions"
               + (f" to {args.outputs_path}" if args.outputs_path else ""))
         return 0
     scores = load_metric().compute(predictions=predictions, references=gold)
     print(f"Correct: {scores['correct']} out of {scores['total']}: {100 * scores['accuracy']:.1f}%")
+    summary = summarize(records) if analyse else None
+    if summary:
+        print("\n".join(describe(summary)))
     if args.results_path:
         atomic_write_json(args.results_path, {**scores, "eval_corpus_path": args.eval_corpus_path,
-                                              "model": args.model_name_or_path or f"baseline:{args.baseline}"})
+                                              "model": args.model_name_or_path or f"baseline:{args.baseline}",
+                                              **({"analysis": summary} if summary else {})})
     return 0
 
 

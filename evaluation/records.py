@@ -1,0 +1,261 @@
+"""Per-question records of an evaluation: was the answer retrieved from wiki.txt or made up, and how sure was the model?
+
+A prediction alone does not say whether the model read the place in the person's wiki.txt line or invented it (the
+assignment's last written question). A record says more: the model's probability of its own answer, whether that
+answer occurs in the person's wiki.txt line ("grounded"), anywhere in wiki.txt, and whether the person occurs there
+at all. `evaluate_birthplace.py` writes one record per question as JSON Lines beside its predictions file
+(``<predictions>.records.jsonl``, line i = question i); `evaluation.confidence` and `evaluation.report_html` read them.
+
+Record fields: ``line`` (of the question in the evaluated TSV), ``question``, ``gold`` (None for test inputs),
+``answer`` (the model's greedy answer), ``prediction`` (the predictions file's line: the answer, or "" where the
+evaluation abstained), ``abstained``, ``correct`` (answer == gold, abstention aside; None without gold),
+``logprob`` (the answer's characters and its closing MASK, summed log-probabilities), ``min_char_prob`` (the least
+likely of those characters), ``confidence`` (exp(logprob): the probability of exactly this answer), ``grounded``
+(answer occurs in one of the person's wiki.txt lines), ``gold_grounded`` (the gold place does), ``place_in_wiki``
+(answer occurs anywhere in wiki.txt), ``person_in_wiki`` and ``wiki_lines`` (the person's lines: ``{"line", "text"}``).
+Scores are None without a model (the London baseline), grounding fields None without wiki.txt or for a question that
+is not ``Where was NAME born?``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from data_scripts import DataFileError, read_text_file
+from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
+from training import atomic_write_text
+
+__all__ = [
+    "AnswerScore",
+    "WikiIndex",
+    "build_records",
+    "check_records_match",
+    "find_wiki",
+    "read_records",
+    "records_path_for",
+    "score_answers",
+    "whole_words",
+    "write_records",
+]
+
+logger = logging.getLogger(__name__)
+QUESTION = re.compile(r"Where was (.+) born\?")
+REQUIRED = ("line", "question", "gold", "answer", "prediction", "abstained", "correct", "confidence", "grounded")
+
+
+def find_wiki(wiki_path: str | os.PathLike | None, eval_corpus_path: str | os.PathLike) -> WikiIndex | None:
+    """`wiki_path`, or else wiki.txt beside the evaluated TSV (the data folder's layout); None where there is none,
+    and then nothing is called grounded or not."""
+    path = Path(wiki_path) if wiki_path else Path(eval_corpus_path).with_name("wiki.txt")
+    if wiki_path or path.is_file():
+        return WikiIndex.from_file(path)
+    logger.info("no wiki.txt beside %s (--wiki_path): answers are not checked against it", eval_corpus_path)
+    return None
+
+
+def records_path_for(predictions_path: str | os.PathLike) -> Path:
+    """Where an evaluation's records live by default: beside its predictions file."""
+    path = Path(predictions_path)
+    return path.with_name(path.name + ".records.jsonl")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# grounding: does a place occur in the person's wiki.txt line(s)?
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def whole_words(phrase: str) -> re.Pattern:
+    """`phrase` where it is not part of a longer word: how places and names are found in wiki.txt (and highlighted)."""
+    return re.compile(rf"(?<!\w){re.escape(phrase)}(?!\w)")
+
+
+class WikiIndex:
+    """wiki.txt's lines, searched for whole-word occurrences (``York`` is in ``New York City``, ``Ely`` is not in
+    ``Kelly``). A person's lines are the lines that contain the full name (real data: one line, ``Name. ...``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.split("\n")
+        self._starts = [0]
+        for line in self.lines[:-1]:
+            self._starts.append(self._starts[-1] + len(line) + 1)
+        self.lines_with = cache(self._lines_with)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> WikiIndex:
+        return cls(read_text_file(path))
+
+    def _lines_with(self, phrase: str) -> tuple[int, ...]:
+        """1-based numbers of the lines where `phrase` occurs as whole words."""
+        if not phrase.strip():
+            return ()
+        found = {bisect.bisect_right(self._starts, m.start()) for m in whole_words(phrase).finditer(self.text)}
+        return tuple(sorted(found))
+
+    def occurs(self, phrase: str) -> bool:
+        return bool(self.lines_with(phrase))
+
+    def occurs_in(self, phrase: str, line_numbers: Sequence[int]) -> bool:
+        pattern = whole_words(phrase) if phrase.strip() else None
+        return pattern is not None and any(pattern.search(self.lines[n - 1]) for n in line_numbers)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the model's probability of its own answer
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    """`logprob`: sum of log p over the answer's characters and its closing MASK; `min_char_prob`: the smallest p."""
+
+    logprob: float
+    min_char_prob: float
+
+    @property
+    def confidence(self) -> float:
+        return math.exp(self.logprob)
+
+
+@torch.no_grad()
+def score_answers(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    questions: Sequence[str],
+    answers: Sequence[str],
+    max_new_tokens: int = 32,
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[AnswerScore]:
+    """One teacher-forced pass over ``question MASK answer MASK``: the probability the model gave each answer.
+
+    The closing MASK is scored too (the answer stops there), except after an answer of `max_new_tokens` characters,
+    where decoding was cut off without one. Rows are right-padded, which causal attention never looks at, so each
+    row's scores are those of the row alone.
+    """
+    model.eval()
+    mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id
+    rows = []
+    for question, answer in zip(questions, answers, strict=True):
+        ids = tokenizer.encode_text(question + MASK_CHAR + answer)
+        if len(answer) < max_new_tokens:
+            ids.append(mask_id)
+        rows.append((ids, len(question) + 1))  # targets from the answer's first character on
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    scores: list[AnswerScore | None] = [None] * len(rows)
+    for start in tqdm(range(0, len(order), batch_size), desc="scoring", disable=not show_progress):
+        idx = order[start : start + batch_size]
+        width = max(len(rows[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        for r, i in enumerate(idx):
+            ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
+        ids = ids.to(model.device)
+        logprobs = model(input_ids=ids[:, :-1], use_cache=False).logits.float().log_softmax(-1)
+        picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1).cpu()
+        for r, i in enumerate(idx):
+            seq, first = rows[i]
+            chars = picked[r, first - 1 : len(seq) - 1]
+            scores[i] = AnswerScore(float(chars.sum()), float(chars.min().exp()))
+    return scores  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# records
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def build_records(
+    questions: Sequence[str],
+    gold: Sequence[str],
+    answers: Sequence[str],
+    scores: Sequence[AnswerScore] | None = None,
+    wiki: WikiIndex | None = None,
+    abstain_below: float | None = None,
+) -> list[dict[str, Any]]:
+    """One record per question (see the module docstring); gold "" means unknown (test inputs).
+
+    With `abstain_below`, an answer whose confidence is below it is not given: its prediction is "".
+    """
+    records = []
+    for i, (question, gold_place, answer) in enumerate(zip(questions, gold, answers, strict=True)):
+        score = scores[i] if scores is not None else None
+        confidence = score.confidence if score is not None else None
+        abstained = abstain_below is not None and confidence is not None and confidence < abstain_below
+        record: dict[str, Any] = {
+            "line": i + 1, "question": question, "gold": gold_place or None, "answer": answer,
+            "prediction": "" if abstained else answer, "abstained": abstained,
+            "correct": (answer == gold_place) if gold_place else None,
+            "logprob": score.logprob if score else None, "min_char_prob": score.min_char_prob if score else None,
+            "confidence": confidence,
+        }
+        record.update(_grounding(question, gold_place, answer, wiki))
+        records.append(record)
+    return records
+
+
+def _grounding(question: str, gold: str, answer: str, wiki: WikiIndex | None) -> dict[str, Any]:
+    match = QUESTION.fullmatch(question)
+    if wiki is None or match is None:
+        return {"grounded": None, "gold_grounded": None, "place_in_wiki": None, "person_in_wiki": None,
+                "wiki_lines": []}
+    lines = wiki.lines_with(match.group(1))
+    return {
+        "grounded": wiki.occurs_in(answer, lines),
+        "gold_grounded": wiki.occurs_in(gold, lines) if gold else None,
+        "place_in_wiki": wiki.occurs(answer),
+        "person_in_wiki": bool(lines),
+        "wiki_lines": [{"line": n, "text": wiki.lines[n - 1]} for n in lines],
+    }
+
+
+def write_records(path: str | os.PathLike, records: Sequence[dict[str, Any]]) -> None:
+    """JSON Lines, written atomically (a crash leaves the old file or none)."""
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of one evaluation; a line that is not a record is a `DataFileError` naming the file and line."""
+    records = []
+    for number, line in enumerate(read_text_file(path).splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFileError(path, number, f"not a JSON record ({err.msg}, column {err.colno})") from None
+        missing = [key for key in REQUIRED if not isinstance(record, dict) or key not in record]
+        if missing:
+            raise DataFileError(path, number, f"not an evaluation record (no {', '.join(missing)}); written by "
+                                              "evaluate_birthplace.py?")
+        records.append(record)
+    return records
+
+
+def check_records_match(
+    records_path: str | os.PathLike, records: Sequence[dict[str, Any]], predictions_path: str | os.PathLike
+) -> None:
+    """Refuse records made for another predictions file: same number of lines, the same prediction on each."""
+    try:  # not read_text_file: a file of abstentions only is blank lines, and that is a valid predictions file
+        predictions = Path(predictions_path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or err
+        raise DataFileError(predictions_path, None, f"cannot read it ({reason})") from None
+    hint = "records of another evaluation?"
+    if len(records) != len(predictions):
+        raise DataFileError(records_path, None, f"{len(records)} records but {predictions_path} has "
+                                                f"{len(predictions)} predictions: {hint}")
+    for number, (record, prediction) in enumerate(zip(records, predictions, strict=True), start=1):
+        if record["prediction"] != prediction:
+            raise DataFileError(records_path, number, f"prediction {record['prediction']!r} but {predictions_path}:"
+                                                      f"{number} is {prediction!r}: {hint}")

@@ -1,0 +1,107 @@
+"""Choose an abstention threshold on held-out *training* questions for a target precision, then apply it to dev.
+
+    python scripts/abstention.py --holdout H/lr0.0003.holdout.predictions --dev H/lr0.0003.dev.predictions \
+        --target_precision 0.8 --out_dir H/abstention
+
+Reads the records evaluate_birthplace.py wrote beside each predictions file (``PREDICTIONS.records.jsonl``; or
+--holdout_records / --dev_records), checked against the predictions. Both must come from ONE model that was not
+finetuned on the held-out questions: select_finetune_lr.py --keep_models leaves such a model, finetuned on the
+training questions minus --holdout, and its held-out predictions (docs/confidence.md). Dev never chooses anything:
+the threshold is the held-out one. Prints the held-out and dev summaries (accuracy, grounded split, AURC, ECE) and
+the dev precision and coverage at the threshold; writes coverage_accuracy.png, reliability.png and abstention.json
+into --out_dir. Without --holdout, only the dev analysis and plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from evaluation.confidence import (
+    apply_threshold,
+    choose_threshold,
+    describe,
+    plot_coverage_accuracy,
+    plot_reliability,
+    scored,
+    summarize,
+)
+from evaluation.records import check_records_match, read_records, records_path_for
+from training import UsageError, atomic_write_json, run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dev", required=True, help="Dev predictions file of the model (records beside it).")
+    parser.add_argument("--holdout", help="Held-out training questions' predictions file of the same model.")
+    parser.add_argument("--dev_records", help="Default: DEV.records.jsonl.")
+    parser.add_argument("--holdout_records", help="Default: HOLDOUT.records.jsonl.")
+    parser.add_argument("--target_precision", type=float, default=0.8,
+                        help="Answer only where held-out precision reaches this, in (0, 1] (default 0.8).")
+    parser.add_argument("--bins", type=int, default=10, help="Confidence bins of the reliability diagram and ECE.")
+    parser.add_argument("--out_dir", required=True, help="Where the plots and abstention.json go.")
+    return parser
+
+
+def load(predictions: str, records_path: str | None) -> tuple[Path, list[dict]]:
+    """The records of one evaluation, refused if they were written for another predictions file or without scores."""
+    path = Path(records_path) if records_path else records_path_for(predictions)
+    records = read_records(path)
+    check_records_match(path, records, predictions)
+    if not scored(records):
+        raise UsageError(f"{path}: no record has both a gold place and a confidence (test inputs, or the London "
+                         "baseline?): nothing to choose a threshold on")
+    return path, records
+
+
+def _percent(point: dict) -> str:
+    return (f"precision {100 * point['precision']:.1f}% ({point['right']}/{point['answered']}), coverage "
+            f"{100 * point['coverage']:.1f}% ({point['answered']}/{point['total']})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    if not 0 < opts.target_precision <= 1:
+        raise UsageError(f"--target_precision {opts.target_precision}: must be in (0, 1]")
+    if opts.bins < 1:
+        raise UsageError(f"--bins {opts.bins}: must be at least 1")
+    out = Path(opts.out_dir)
+    dev_path, dev = load(opts.dev, opts.dev_records)
+    result: dict = {"dev": {"predictions": opts.dev, "records": str(dev_path),
+                            "summary": summarize(dev, opts.bins)}, "target_precision": opts.target_precision}
+    curves, threshold = {}, None
+    if opts.holdout:
+        held_path, held = load(opts.holdout, opts.holdout_records)
+        result["holdout"] = {"predictions": opts.holdout, "records": str(held_path),
+                             "summary": summarize(held, opts.bins)}
+        print(f"held-out ({held_path}):")
+        print("\n".join("  " + line for line in describe(result["holdout"]["summary"])))
+        curves["held-out training questions"] = scored(held)
+        chosen = choose_threshold(scored(held), opts.target_precision)
+        result["holdout"]["chosen"] = chosen.as_dict() if chosen else None
+        if chosen is None:
+            print(f"  no threshold reaches {100 * opts.target_precision:g}% precision on the held-out questions")
+        else:
+            threshold = chosen.threshold
+            print(f"  threshold {threshold:.4g} (answer when the answer's probability >= it): "
+                  f"{_percent(chosen.as_dict())}")
+    print(f"dev ({dev_path}):")
+    print("\n".join("  " + line for line in describe(result["dev"]["summary"])))
+    curves["dev"] = scored(dev)
+    if threshold is not None:
+        at = result["dev"]["at_threshold"] = apply_threshold(scored(dev), threshold).as_dict()
+        print(f"  at the held-out threshold {threshold:.4g}: {_percent(at)}")
+        print(f"  to answer this way: evaluate_birthplace.py ... --abstain_below {threshold!r}")
+    plot_coverage_accuracy(curves, out / "coverage_accuracy.png", threshold)
+    plot_reliability(scored(dev), out / "reliability.png", opts.bins)
+    command = shlex.join(["python", "scripts/abstention.py", *(sys.argv[1:] if argv is None else argv)])
+    atomic_write_json(out / "abstention.json", {**result, "threshold": threshold, "command": command})
+    print(f"wrote {out / 'coverage_accuracy.png'}, {out / 'reliability.png'}, {out / 'abstention.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
