@@ -54,6 +54,8 @@ class EvalArguments:
         "help": "wiki.txt, to tell grounded answers from made-up ones; default: wiki.txt beside --eval_corpus_path."})
     abstain_below: float | None = field(default=None, metadata={
         "help": "Answer nothing (an empty prediction) where the answer's probability is below this, in (0, 1)."})
+    abstain_ungrounded: bool = field(default=False, metadata={
+        "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
 
 
 def build_parser() -> HfArgumentParser:
@@ -70,10 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
     html_path = args.html_path or (report_path_for(args.outputs_path) if args.outputs_path else None)
-    analyse = bool(records_path or html_path or args.abstain_below)
+    analyse = bool(records_path or html_path or args.abstain_below or args.abstain_ungrounded)
     qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)
     questions, gold = qa["question"], qa["answer"]
     wiki = find_wiki(args.wiki_path, args.eval_corpus_path) if analyse else None  # read before decoding
+    if args.abstain_ungrounded and wiki is None:
+        raise UsageError(f"--abstain_ungrounded needs wiki.txt: none beside {args.eval_corpus_path}; give --wiki_path")
 
     answer_scores = None
     if args.baseline == "london":
@@ -87,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         answers = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
         if analyse:
             answer_scores = score_answers(model, tokenizer, questions, answers, args.max_new_tokens, args.batch_size)
-    records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below)
+    records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded)
     predictions = [r["prediction"] for r in records]
 
     if args.outputs_path:
@@ -97,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if html_path:
         write_report(html_path, records, f"{args.model_name_or_path or 'baseline ' + args.baseline} on "
                      f"{args.eval_corpus_path}", {"predictions": args.outputs_path, "records": records_path,
-                                                  "abstain below": args.abstain_below})
+                                                  "abstain below": args.abstain_below,
+                                                  "abstain ungrounded": args.abstain_ungrounded or None})
     if not any(gold):
         print(f"No gold birth places in {args.eval_corpus_path}; wrote {len(predictions)} predictions"
               + (f" to {args.outputs_path}" if args.outputs_path else ""))

@@ -157,7 +157,8 @@ def summarize(records: Sequence[Mapping[str, Any]], n_bins: int = 10) -> dict[st
                            "coverage": len(given) / len(gold) if gold else 0.0}
     points = scored(records)
     if points:
-        out.update(aurc=aurc(points), aurc_optimal=aurc_optimal(points),
+        out.update(mean_confidence=sum(c for c, _ in points) / len(points), aurc=aurc(points),
+                   aurc_optimal=aurc_optimal(points),
                    aurc_min_char_prob=aurc(scored(records, "min_char_prob")), ece=ece(points, n_bins), ece_bins=n_bins)
     return out
 
@@ -167,12 +168,13 @@ def describe(summary: Mapping[str, Any]) -> list[str]:
     a = summary["answers"]
     lines = [f"answers: {a['right']}/{a['total']} right ({100 * a['accuracy']:.1f}%)"]
     if "grounded" in summary:
-        g = summary["grounded"]
-        lines.append(f"grounded (answer in the person's wiki.txt line): {g['yes']['right']}/{g['yes']['total']} right "
-                     f"({100 * g['yes']['accuracy']:.1f}%); not grounded: {g['no']['right']}/{g['no']['total']} "
-                     f"({100 * g['no']['accuracy']:.1f}%)")
+        yes, no = summary["grounded"]["yes"], summary["grounded"]["no"]
+        lines.append(f"grounded (answer in the person's wiki.txt line): {yes['right']}/{yes['total']} right "
+                     f"({100 * yes['accuracy']:.1f}%; {100 * yes['total'] / a['total']:.1f}% of questions); "
+                     f"not grounded: {no['right']}/{no['total']} ({100 * no['accuracy']:.1f}%)")
     if "aurc" in summary:
-        lines.append(f"confidence: AURC {summary['aurc']:.3f} (perfect ranking {summary['aurc_optimal']:.3f}, "
+        lines.append(f"confidence: mean {summary['mean_confidence']:.3f} against accuracy {a['accuracy']:.3f}; "
+                     f"AURC {summary['aurc']:.3f} (perfect ranking {summary['aurc_optimal']:.3f}, "
                      f"random {1 - a['accuracy']:.3f}; by min char prob {summary['aurc_min_char_prob']:.3f}), "
                      f"ECE {summary['ece']:.3f} ({summary['ece_bins']} bins)")
     if "abstained" in summary:
@@ -229,8 +231,9 @@ def plot_coverage_accuracy(
     _save(fig, path)
 
 
-def plot_reliability(points: Scored, path: str | os.PathLike, n_bins: int = 10, title: str = "") -> None:
-    """Reliability diagram: accuracy per confidence bin against the diagonal, with the bins' sizes."""
+def plot_reliability(points: Scored, path: str | os.PathLike, n_bins: int = 10, label: str = "") -> None:
+    """Reliability diagram of the questions `label` names: accuracy per confidence bin against the diagonal, with
+    the bins' sizes."""
     plt = _pyplot()
     bins = reliability(points, n_bins)
     fig, ax = plt.subplots(figsize=(5, 4.5))
@@ -243,7 +246,7 @@ def plot_reliability(points: Scored, path: str | os.PathLike, n_bins: int = 10, 
         ax.annotate(str(b["count"]), (b["low"] + width / 2, b["accuracy"]), ha="center", va="bottom", fontsize=7)
     ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
     ax.set(xlabel="confidence (probability of the answer)", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1.05),
-           title=title or f"reliability (ECE {ece(points, n_bins):.3f}, {len(points)} questions)")
+           title=f"{label + ': ' if label else ''}reliability (ECE {ece(points, n_bins):.3f}, {len(points)} questions)")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     _save(fig, path)

@@ -184,16 +184,21 @@ def build_records(
     scores: Sequence[AnswerScore] | None = None,
     wiki: WikiIndex | None = None,
     abstain_below: float | None = None,
+    abstain_ungrounded: bool = False,
 ) -> list[dict[str, Any]]:
     """One record per question (see the module docstring); gold "" means unknown (test inputs).
 
-    With `abstain_below`, an answer whose confidence is below it is not given: its prediction is "".
+    An answer is not given (its prediction is "") with `abstain_below`, where its confidence is below it, and with
+    `abstain_ungrounded`, where it does not occur in the person's wiki.txt lines (one that cannot be checked, with
+    no wiki or another kind of question, is given).
     """
     records = []
     for i, (question, gold_place, answer) in enumerate(zip(questions, gold, answers, strict=True)):
         score = scores[i] if scores is not None else None
         confidence = score.confidence if score is not None else None
-        abstained = abstain_below is not None and confidence is not None and confidence < abstain_below
+        grounding = _grounding(question, gold_place, answer, wiki)
+        abstained = (abstain_below is not None and confidence is not None and confidence < abstain_below) or (
+            abstain_ungrounded and grounding["grounded"] is False)
         record: dict[str, Any] = {
             "line": i + 1, "question": question, "gold": gold_place or None, "answer": answer,
             "prediction": "" if abstained else answer, "abstained": abstained,
@@ -201,7 +206,7 @@ def build_records(
             "logprob": score.logprob if score else None, "min_char_prob": score.min_char_prob if score else None,
             "confidence": confidence,
         }
-        record.update(_grounding(question, gold_place, answer, wiki))
+        record.update(grounding)
         records.append(record)
     return records
 

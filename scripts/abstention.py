@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  at the held-out threshold {threshold:.4g}: {_percent(at)}")
         print(f"  to answer this way: evaluate_birthplace.py ... --abstain_below {threshold!r}")
     plot_coverage_accuracy(curves, out / "coverage_accuracy.png", threshold)
-    plot_reliability(scored(dev), out / "reliability.png", opts.bins)
+    plot_reliability(scored(dev), out / "reliability.png", opts.bins, "dev")
     command = shlex.join(["python", "scripts/abstention.py", *(sys.argv[1:] if argv is None else argv)])
     atomic_write_json(out / "abstention.json", {**result, "threshold": threshold, "command": command})
     print(f"wrote {out / 'coverage_accuracy.png'}, {out / 'reliability.png'}, {out / 'abstention.json'}")

@@ -81,10 +81,13 @@ def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, s
         threads)
 
 
-def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False) -> dict:
-    """Run evaluate_birthplace.py; its scores come back through --results_path (JSON), not from its log."""
+def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False,
+             wiki: Path | None = None) -> dict:
+    """Run evaluate_birthplace.py; its scores come back through --results_path (JSON), not from its log. `wiki`:
+    the wiki.txt its records are grounded in, where the TSV is not beside it (a held-out split)."""
     cmd = [sys.executable, str(ROOT / "evaluate_birthplace.py"), "--eval_corpus_path", str(tsv),
            "--outputs_path", str(predictions)]
+    cmd += ["--wiki_path", str(wiki)] if wiki else []
     cmd += ["--baseline", "london"] if baseline else ["--model_name_or_path", str(model_dir)]
     scores_path = predictions.with_name(predictions.name + ".json")
     scores_path.unlink(missing_ok=True)

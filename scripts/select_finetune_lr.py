@@ -118,7 +118,7 @@ def main() -> None:
     for lr in rates:
         tag = f"lr{lr:g}"
         fin_dir, seconds = finetune(train_part, lr, tag)
-        held = evaluate(fin_dir, held_part, out / f"{tag}.holdout.predictions", out / f"{tag}.holdout.log")
+        held = evaluate(fin_dir, held_part, out / f"{tag}.holdout.predictions", out / f"{tag}.holdout.log", wiki=wiki)
         if "correct" not in held:
             sys.exit(f"{out / f'{tag}.holdout.log'}: the evaluation wrote no scores (--results_path JSON)")
         summary["points"].append({"learning_rate": lr, "finetune_seconds": round(seconds, 1), "holdout": held})

@@ -135,6 +135,25 @@ def test_grounding_against_a_handmade_wiki():
     assert [r["prediction"] for r in records] == ["York", "", "Rome", "", "", "Ely"]
     assert records[4]["answer"] == "Kelly" and records[4]["correct"]  # right, but not given
     assert records[0]["confidence"] == pytest.approx(0.9) and records[0]["logprob"] == pytest.approx(math.log(0.9))
+    unchecked = build_records(questions, gold, answers, scores, wiki, abstain_ungrounded=True)
+    assert [r["abstained"] for r in unchecked] == [False, True, False, True, False, False]  # unknown: given
+
+
+def test_the_baseline_can_abstain_where_london_is_not_in_the_line(world, tmp_path, capsys):
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("Where was Ann Ab born?\tLondon\nWhere was Bob Cd born?\tLeeds\n", encoding="utf-8")
+    argv = ["--baseline", "london", "--eval_corpus_path", str(tsv), "--outputs_path", str(tmp_path / "p"),
+            "--abstain_ungrounded", "True"]
+    assert run_cli(evaluate_birthplace.main, argv) == 1
+    assert _one_error_line(capsys) == (f"error: --abstain_ungrounded needs wiki.txt: none beside {tsv}; give "
+                                       "--wiki_path")
+    (tmp_path / "wiki.txt").write_text("Ann Ab. Ann Ab was born in London .\nBob Cd. Bob Cd visited London .\n")
+    (tmp_path / "other.txt").write_text("Ann Ab. Ann Ab was born in Leeds .\n")
+    assert run_cli(evaluate_birthplace.main, argv) == 0
+    assert (tmp_path / "p").read_text() == "London\nLondon\n"  # both lines name London: nothing to abstain on
+    assert run_cli(evaluate_birthplace.main, [*argv, "--wiki_path", str(tmp_path / "other.txt")]) == 0
+    assert (tmp_path / "p").read_text() == "\n\n"  # Ann's line has no London, Bob has no line
+    assert "Correct: 0 out of 2: 0.0%" in capsys.readouterr().out
 
 
 def _handmade(confidences: list[float], correct: list[bool]) -> list[dict]:
