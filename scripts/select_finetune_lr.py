@@ -4,7 +4,9 @@ The training TSV is split once (a seeded shuffle): `--holdout` questions are set
 model at each rate of `--learning_rates`; the rate with the best held-out exact match wins (ties: the earlier one
 in the list). With `--final` the model is then finetuned on the whole training set at that rate and evaluated on
 dev (and test predictions are written), so the dev score never chose anything. Writes `selection.json` (after every
-point, atomically) into --out_dir; the finetuned models of the sweep are deleted unless --keep_models.
+point, atomically) into --out_dir; the finetuned models of the sweep are deleted unless --keep_models. A kept model
+and its held-out records (`*.holdout.predictions.records.jsonl`) are what scripts/abstention.py chooses an abstention
+threshold on (docs/confidence.md).
 """
 
 from __future__ import annotations
