@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if html_path:
         write_report(html_path, records, f"{args.model_name_or_path or 'baseline ' + args.baseline} on "
                      f"{args.eval_corpus_path}", {"predictions": args.outputs_path, "records": records_path,
+                                                  "wiki.txt": wiki.path if wiki else "none (grounding unknown)",
                                                   "abstain below": args.abstain_below,
                                                   "abstain ungrounded": args.abstain_ungrounded or None})
     if not any(gold):

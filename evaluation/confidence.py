@@ -170,7 +170,7 @@ def describe(summary: Mapping[str, Any]) -> list[str]:
     if "grounded" in summary:
         yes, no = summary["grounded"]["yes"], summary["grounded"]["no"]
         lines.append(f"grounded (answer in the person's wiki.txt line): {yes['right']}/{yes['total']} right "
-                     f"({100 * yes['accuracy']:.1f}%; {100 * yes['total'] / a['total']:.1f}% of questions); "
+                     f"({100 * yes['accuracy']:.1f}%; {100 * yes['total'] / max(a['total'], 1):.1f}% of questions); "
                      f"not grounded: {no['right']}/{no['total']} ({100 * no['accuracy']:.1f}%)")
     if "aurc" in summary:
         lines.append(f"confidence: mean {summary['mean_confidence']:.3f} against accuracy {a['accuracy']:.3f}; "

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import logging
 import math
 import os
 import re
@@ -51,7 +50,6 @@ __all__ = [
     "write_records",
 ]
 
-logger = logging.getLogger(__name__)
 QUESTION = re.compile(r"Where was (.+) born\?")
 REQUIRED = ("line", "question", "gold", "answer", "prediction", "abstained", "correct", "confidence", "grounded")
 
@@ -60,10 +58,7 @@ def find_wiki(wiki_path: str | os.PathLike | None, eval_corpus_path: str | os.Pa
     """`wiki_path`, or else wiki.txt beside the evaluated TSV (the data folder's layout); None where there is none,
     and then nothing is called grounded or not."""
     path = Path(wiki_path) if wiki_path else Path(eval_corpus_path).with_name("wiki.txt")
-    if wiki_path or path.is_file():
-        return WikiIndex.from_file(path)
-    logger.info("no wiki.txt beside %s (--wiki_path): answers are not checked against it", eval_corpus_path)
-    return None
+    return WikiIndex.from_file(path) if wiki_path or path.is_file() else None  # no log: an error line comes alone
 
 
 def records_path_for(predictions_path: str | os.PathLike) -> Path:
@@ -86,8 +81,8 @@ class WikiIndex:
     """wiki.txt's lines, searched for whole-word occurrences (``York`` is in ``New York City``, ``Ely`` is not in
     ``Kelly``). A person's lines are the lines that contain the full name (real data: one line, ``Name. ...``)."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, text: str, path: str | os.PathLike | None = None) -> None:
+        self.text, self.path = text, path
         self.lines = text.split("\n")
         self._starts = [0]
         for line in self.lines[:-1]:
@@ -96,7 +91,7 @@ class WikiIndex:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> WikiIndex:
-        return cls(read_text_file(path))
+        return cls(read_text_file(path), path)
 
     def _lines_with(self, phrase: str) -> tuple[int, ...]:
         """1-based numbers of the lines where `phrase` occurs as whole words."""
@@ -231,10 +226,17 @@ def write_records(path: str | os.PathLike, records: Sequence[dict[str, Any]]) ->
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
+def _lines(text: str) -> list[str]:
+    """Lines of a newline-terminated file; not `splitlines()`, which also splits at U+2028 and the like (wiki.txt
+    text inside a record may hold them)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of one evaluation; a line that is not a record is a `DataFileError` naming the file and line."""
     records = []
-    for number, line in enumerate(read_text_file(path).splitlines(), start=1):
+    for number, line in enumerate(_lines(read_text_file(path)), start=1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
@@ -252,7 +254,7 @@ def check_records_match(
 ) -> None:
     """Refuse records made for another predictions file: same number of lines, the same prediction on each."""
     try:  # not read_text_file: a file of abstentions only is blank lines, and that is a valid predictions file
-        predictions = Path(predictions_path).read_text(encoding="utf-8").splitlines()
+        predictions = _lines(Path(predictions_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         reason = getattr(err, "strerror", None) or err
         raise DataFileError(predictions_path, None, f"cannot read it ({reason})") from None

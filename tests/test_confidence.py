@@ -105,12 +105,12 @@ def test_the_greedy_answer_scores_what_generation_saw(world, tokenizer):
 WIKI = "\n".join([
     "Ann Ab. Ann Ab was born in New York City and lived in Paris .",
     "Bob Cd. Bob Cd was born in Yorkshire ; he met Ann Ab in Rome .",
-    "Cy Ely. Cy Ely of Kelly was a poet .",
+    "Cy Ely. Cy Ely of Kelly was a poet \u2028.",  # a line separator inside a line stays inside its record
     "",
 ])
 
 
-def test_grounding_against_a_handmade_wiki():
+def test_grounding_against_a_handmade_wiki(tmp_path):
     wiki = WikiIndex(WIKI)
     assert wiki.lines_with("Ann Ab") == (1, 2) and wiki.lines_with("York") == (1,) and wiki.lines_with("Ely") == (3,)
     questions = ["Where was Ann Ab born?", "Where was Bob Cd born?", "Where was Bob Cd born?", "Where was Di Ef born?",
@@ -135,6 +135,8 @@ def test_grounding_against_a_handmade_wiki():
     assert [r["prediction"] for r in records] == ["York", "", "Rome", "", "", "Ely"]
     assert records[4]["answer"] == "Kelly" and records[4]["correct"]  # right, but not given
     assert records[0]["confidence"] == pytest.approx(0.9) and records[0]["logprob"] == pytest.approx(math.log(0.9))
+    write_records(tmp_path / "r.jsonl", records)
+    assert read_records(tmp_path / "r.jsonl") == records
     unchecked = build_records(questions, gold, answers, scores, wiki, abstain_ungrounded=True)
     assert [r["abstained"] for r in unchecked] == [False, True, False, True, False, False]  # unknown: given
 
