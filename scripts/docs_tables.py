@@ -621,6 +621,72 @@ def performance(results: Results) -> str:
     return table(["measurement", "result"], rows)
 
 
+# ---------------------------------------------------------------------------------------------------- confidence
+
+
+def _grounded(summary: dict) -> tuple[str, str]:
+    """'39/43 = 90.7% (57% of dev)' for grounded answers, '0/32' for the others."""
+    yes, no = summary["grounded"]["yes"], summary["grounded"]["no"]
+    share = 100 * yes["total"] / summary["with_gold"]
+    rate = f" = {pct(yes['accuracy'])}" if yes["total"] else ""
+    return (f"{yes['right']}/{yes['total']}{rate} ({share:.0f}% of dev)",
+            f"{no['right']}/{no['total']}")
+
+
+def _ranking(summary: dict) -> list[str]:
+    if "aurc" not in summary:
+        return ["—", "—", "—"]
+    random = 1 - summary["answers"]["accuracy"] / 100
+    return [f"{summary['mean_confidence']:.2f}",
+            f"{summary['aurc']:.3f} ({summary['aurc_optimal']:.3f}, {random:.3f})", f"{summary['ece']:.3f}"]
+
+
+def confidence_demo(results: Results) -> str:
+    """docs/confidence.md: per demo world, the dev accuracy split by grounding, and how well confidence ranks."""
+    rows = []
+    for seed, world in sorted(results["confidence_demo_cpu"]["worlds"].items()):
+        for label, key in (("rope (the demo's)", "final"), ("no pretraining", "scratch"),
+                           ("London baseline", "london")):
+            dev = world[key]["dev"]
+            rows.append([seed, label, pct(dev["answers"]["accuracy"]), *_grounded(dev), *_ranking(dev)])
+    return table(["world", "model", "dev accuracy", "grounded: right", "not grounded: right", "mean confidence",
+                  "AURC (perfect, random)", "ECE"], rows)
+
+
+def confidence_threshold(results: Results) -> str:
+    """docs/confidence.md: the threshold chosen on held-out training questions, applied to dev (and its groups)."""
+    def at(point: dict) -> str:
+        return f"{pct(point['precision'])} / {pct(point['coverage'])} ({point['right']}/{point['answered']} of " \
+               f"{point['total']})"
+
+    rows = []
+    for seed, world in sorted(results["confidence_demo_cpu"]["worlds"].items()):
+        sweep = world["sweep"]
+        held = sweep["holdout"]
+        rows.append([seed, f"{pct(held['answers']['accuracy'])}, {held['aurc']:.3f}, {held['ece']:.3f}",
+                     f"{sweep['threshold']:.3f}", at(sweep["chosen"]), f"**{at(sweep['dev_at_threshold'])}**",
+                     *(at(sweep["dev_groups"][g]["at_threshold"]) for g in ("paraphrased", "single"))])
+    return table(["world", "held-out: accuracy, AURC, ECE", "threshold", "held-out precision / coverage",
+                  "dev precision / coverage", "dev: paraphrased people", "dev: one-sentence people"], rows)
+
+
+def confidence_h100(results: Results) -> str:
+    """docs/confidence.md: the grounded split of the committed H100 dev predictions (no model here, no confidence)."""
+    labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
+              "faithful-h100-rope-seed0": "rope, faithful, seed 0",
+              "faithful-h100-learned-seed0-preset-best": "learned, `--preset best`, seed 0",
+              "faithful-h100-rope-seed0-heldout-lr": "rope, `--preset best`, seed 0 (the best model)",
+              "faithful-h100-rope-seed1-preset-best": "rope, `--preset best`, seed 1",
+              "faithful-h100-rope-seed2-preset-best": "rope, `--preset best`, seed 2"}
+    rows = []
+    for name, model in results["confidence_h100_grounding"]["models"].items():
+        summary = {**model, "with_gold": model["answers"]["total"]}
+        rows.append([labels.get(name, name), pct(model["answers"]["accuracy"]), *_grounded(summary),
+                     f"{model['place_in_wiki']['yes']['total']}/{model['answers']['total']}"])
+    return table(["model (dev predictions)", "dev accuracy", "grounded: right", "not grounded: right",
+                  "answers found anywhere in wiki.txt"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- machinery
 
 
@@ -629,7 +695,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
-    performance)}
+    performance, confidence_demo, confidence_threshold, confidence_h100)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:
