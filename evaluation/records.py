@@ -24,7 +24,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -46,7 +46,7 @@ __all__ = [
     "read_records",
     "records_path_for",
     "score_answers",
-    "whole_words",
+    "whole_word_spans",
     "write_records",
 ]
 
@@ -72,9 +72,22 @@ def records_path_for(predictions_path: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def whole_words(phrase: str) -> re.Pattern:
-    """`phrase` where it is not part of a longer word: how places and names are found in wiki.txt (and highlighted)."""
-    return re.compile(rf"(?<!\w){re.escape(phrase)}(?!\w)")
+def _word_char(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and (text[i].isalnum() or text[i] == "_")
+
+
+def whole_word_spans(text: str, phrase: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each occurrence of `phrase` in `text` that is not part of a longer word (no letter, digit or _
+    right before or after it): how places and names are found in wiki.txt, and highlighted. A blank phrase occurs
+    nowhere. A literal search: a regex with look-arounds took 30 ms per name over the real wiki.txt."""
+    if not phrase.strip():
+        return
+    start = text.find(phrase)
+    while start >= 0:
+        end = start + len(phrase)
+        if not _word_char(text, start - 1) and not _word_char(text, end):
+            yield start, end
+        start = text.find(phrase, start + 1)
 
 
 class WikiIndex:
@@ -95,17 +108,14 @@ class WikiIndex:
 
     def _lines_with(self, phrase: str) -> tuple[int, ...]:
         """1-based numbers of the lines where `phrase` occurs as whole words."""
-        if not phrase.strip():
-            return ()
-        found = {bisect.bisect_right(self._starts, m.start()) for m in whole_words(phrase).finditer(self.text)}
-        return tuple(sorted(found))
+        return tuple(sorted({bisect.bisect_right(self._starts, start)
+                             for start, _ in whole_word_spans(self.text, phrase)}))
 
     def occurs(self, phrase: str) -> bool:
         return bool(self.lines_with(phrase))
 
     def occurs_in(self, phrase: str, line_numbers: Sequence[int]) -> bool:
-        pattern = whole_words(phrase) if phrase.strip() else None
-        return pattern is not None and any(pattern.search(self.lines[n - 1]) for n in line_numbers)
+        return any(next(whole_word_spans(self.lines[n - 1], phrase), None) for n in line_numbers)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 from training import atomic_write_text
 
 from .confidence import describe, summarize
-from .records import whole_words
+from .records import whole_word_spans
 
 __all__ = ["highlight", "render_report", "report_path_for", "write_report"]
 
@@ -101,10 +101,9 @@ def highlight(text: str, gold: str | None, prediction: str | None) -> str:
     (class ``gold``, ``pred``, or both where they overlap, e.g. a correct answer)."""
     flags = [0] * len(text)
     for phrase, flag in ((gold, GOLD), (prediction, PREDICTION)):
-        if phrase and phrase.strip():
-            for m in whole_words(phrase).finditer(text):
-                for i in range(m.start(), m.end()):
-                    flags[i] |= flag
+        for start, end in whole_word_spans(text, phrase or ""):
+            for i in range(start, end):
+                flags[i] |= flag
     out, start = [], 0
     for i in range(1, len(text) + 1):
         if i == len(text) or flags[i] != flags[start]:
