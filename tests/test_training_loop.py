@@ -61,6 +61,21 @@ def test_optimizer_groups(tmp_path, scope):
     assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
 
 
+def _nan_loss_at_call(monkeypatch: pytest.MonkeyPatch, n: int) -> dict:
+    """Make the model's `n`-th forward return a NaN loss; returns the forward-call counter."""
+    original, calls = CharGPTForCausalLM.forward, {"n": 0}
+
+    def forward_that_diverges(self, *a, **kw):
+        out = original(self, *a, **kw)
+        calls["n"] += 1
+        if calls["n"] == n:
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(CharGPTForCausalLM, "forward", forward_that_diverges)
+    return calls
+
+
 def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     from training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
 
@@ -69,23 +84,35 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
     accelerator = make_accelerator(args)
     model = _tiny_model()
     data = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(8)]
-    original = CharGPTForCausalLM.forward
-    calls = {"n": 0}
-
-    def forward_that_diverges(self, *a, **kw):
-        out = original(self, *a, **kw)
-        calls["n"] += 1
-        if calls["n"] == 5:
-            out.loss = out.loss * float("nan")
-        return out
-
-    monkeypatch.setattr(CharGPTForCausalLM, "forward", forward_that_diverges)
+    _nan_loss_at_call(monkeypatch, 5)
     collate = torch.utils.data.default_collate
     with pytest.raises(TrainingDivergedError, match=r"loss became nan at step 5 .*step-00000004"):
         train(accelerator, model, None, data, collate, args, final_tokens=10_000, tokens_per_example=31)
     latest = find_latest_checkpoint(str(tmp_path))
     assert latest is not None and latest.name == "step-00000004"
     assert json.loads((latest / "trainer_state.json").read_text())["global_step"] == 4
+    assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_nan_between_sync_points_stops_before_the_next_checkpoint(tmp_path, monkeypatch):
+    from training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
+
+    calls = _nan_loss_at_call(monkeypatch, 5)
+    data = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(8)]
+    # Sync points: 3 and 6 (checkpoints), 4, 8... The NaN of step 5 is read back before step 6's update and save.
+    args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=50, per_device_train_batch_size=4,
+                             learning_rate=1e-3, checkpointing_steps=3, sync_steps=4, report_to="none",
+                             disable_tqdm=True)
+    model = _tiny_model()
+    with pytest.raises(TrainingDivergedError,
+                       match=r"loss became nan at step 5 .*read back before step 6 .*step-00000003"):
+        train(make_accelerator(args), model, None, data, torch.utils.data.default_collate, args,
+              final_tokens=10_000, tokens_per_example=31)
+    assert calls["n"] == 6  # step 5 was not read back on its own: no host sync there
+    assert any(not torch.isfinite(p).all() for p in model.parameters())  # the bad update reached the weights...
+    latest = find_latest_checkpoint(str(tmp_path))  # ...but no checkpoint after it
+    assert latest is not None and latest.name == "step-00000003"
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-00000003"]
     assert not (tmp_path / "model.safetensors").exists()
 
 

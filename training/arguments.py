@@ -108,6 +108,13 @@ class TrainingArguments:
         default=None, metadata={"help": "A checkpoint folder, or 'latest' (in --output_dir/checkpoints)."}
     )
     logging_steps: int = field(default=10, metadata={"help": "Log loss and lr to TensorBoard every N steps."})
+    sync_steps: int = field(
+        default=0,
+        metadata={"help": "Read the losses back from the device every N steps (and before every save): the NaN check, "
+                  "the logs and Ctrl-C act then, so the steps between need no host synchronisation. A NaN still "
+                  "stops training before a checkpoint holding it is written. 0 = every step on a CPU (as the "
+                  "reference), every --logging_steps on a GPU."},
+    )
     report_to: str = field(default="tensorboard", metadata={"help": "'tensorboard' or 'none'.",
                                                             "choices": ["tensorboard", "none"]})
     mixed_precision: str = field(

@@ -2,12 +2,11 @@
 
 Around it: `make_accelerator` (precision, seeding, CPU subnormals) and `build_optimizer` (the reference AdamW).
 Checkpoints are `training.checkpoints`, the saved model and snapshots `training.export`, Ctrl-C
-`training.stopping`.
+`training.stopping`, the losses kept on the device between sync points `training.syncing`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -23,13 +22,13 @@ from transformers.utils import logging
 
 from .arguments import TrainingArguments
 from .batching import CountingCollate
-from .checkpoints import find_latest_checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint
-from .errors import TrainingDivergedError
+from .checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
 from .export import save_final, save_snapshot
 from .precision import resolve_precision
 from .schedule import TokenCosineSchedule
 from .state import TrainResult, TrainState
 from .stopping import StopRequest
+from .syncing import LossWindow, resolve_sync_steps
 
 logger = logging.get_logger(__name__)
 
@@ -87,7 +86,8 @@ def train(
 
     `tokens_per_example` is what the reference schedule counts per example (block_size - 1 target positions,
     PAD included), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
-    corruption transform re-draw for each epoch.
+    corruption transform re-draw for each epoch. Losses are read back from the device every `--sync_steps` steps
+    and before every save (`training.syncing`); the NaN check, the logs and Ctrl-C act there.
     """
     card, start = dict(card or {}), time.perf_counter()
     loader = DataLoader(train_dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
@@ -100,8 +100,19 @@ def train(
     total_steps = len(loader) * args.num_train_epochs
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card)
-    checkpoint = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule)
+    save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule)
     save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
+    sync_steps = resolve_sync_steps(args.sync_steps, args.logging_steps, accelerator)
+    window = LossWindow(args.output_dir, sync_steps)
+
+    def flush() -> None:
+        """Read back and report every loss still on the device: before saving, the weights must be checked."""
+        window.read_back(state.global_step + 1)
+        progress.report(window.take())
+
+    def checkpoint() -> os.PathLike:
+        flush()
+        return save()
 
     model.train()
     stop, interrupted = StopRequest().install(), False
@@ -109,10 +120,14 @@ def train(
         while state.epoch < args.num_train_epochs and state.global_step < total_steps:
             for batch in _epoch_batches(accelerator, loader, state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
-                loss = _optimizer_step(accelerator, model, optimizer, batch, args, state)
+                sync = _syncs_at(state.global_step + 1, sync_steps, args.checkpointing_steps, total_steps)
+                _optimizer_step(accelerator, model, optimizer, batch, args, state, window, sync)
                 lr = schedule.step(n_examples * tokens_per_example * accelerator.num_processes)
-                state.advance(loss)
+                state.advance()
                 progress.step(lr)
+                if not sync:
+                    continue
+                progress.report(window.take())
                 if args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps == 0:
                     checkpoint()
                 if stop.anywhere(accelerator):
@@ -120,15 +135,19 @@ def train(
                 if state.global_step >= total_steps:
                     break
             else:  # a whole epoch (a run stopped by max_steps or at the end keeps its last epoch open)
+                flush()
                 state.end_epoch()
                 if state.epoch in save_epochs:
                     save_snapshot(accelerator, model, tokenizer, args.output_dir, state, time.perf_counter() - start)
     except KeyboardInterrupt:
         interrupted = True
+        window.drop_after(state.global_step)  # a second Ctrl-C can land inside a step not counted yet
         progress.bar.close()
         logger.warning("interrupted: saved %s; continue with --resume_from_checkpoint latest", checkpoint())
     finally:
         stop.restore()
+    if not interrupted:
+        flush()
     progress.close()
     epochs_done = round(state.epoch + state.step_in_epoch / max(1, len(loader)), 3)
     result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses,
@@ -165,38 +184,45 @@ def _epoch_batches(
     return accelerator.skip_first_batches(loader, state.step_in_epoch) if state.step_in_epoch else loader
 
 
+def _syncs_at(step: int, sync_steps: int, checkpointing_steps: int, total_steps: int) -> bool:
+    """Whether optimizer step `step` reads the losses back: every `sync_steps`, at checkpoints and at the end."""
+    checkpoint_due = checkpointing_steps > 0 and step % checkpointing_steps == 0
+    return step % sync_steps == 0 or checkpoint_due or step >= total_steps
+
+
 def _optimizer_step(
     accelerator: Accelerator, model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict,
-    args: TrainingArguments, state: TrainState,
-) -> float:
-    """Forward, backward, clip and step on one batch; returns its loss. A NaN or infinite loss stops the run before
-    it reaches the weights, naming the last good checkpoint."""
+    args: TrainingArguments, state: TrainState, window: LossWindow, sync: bool,
+) -> None:
+    """Forward, backward, clip and step on one batch, its loss kept in `window`. At a sync point the window is read
+    back first: a NaN or infinite loss stops the run (before this step reaches the weights), naming the last good
+    checkpoint."""
     # Dropout masks are a function of (seed, step, process): a resumed run draws exactly what an uninterrupted one
-    # would, whatever the DataLoader iterators consumed from the global RNG.
+    # would, whatever the DataLoader iterators consumed from the global RNG. Seeding is a host operation, no sync.
     torch.manual_seed((args.seed * 1_000_003 + state.global_step) * 256 + accelerator.process_index)
     loss = model(**batch).loss
-    loss_value = loss.item()
-    if not math.isfinite(loss_value):
-        latest = find_latest_checkpoint(args.output_dir)
-        raise TrainingDivergedError(
-            f"loss became {loss_value} at step {state.global_step + 1} (epoch {state.epoch + 1}); stopped before "
-            f"updating the weights. Last good checkpoint: {latest or 'none'}. Try a lower --learning_rate."
-        )
+    window.add(state.global_step + 1, state.epoch, loss)
+    if sync:
+        window.read_back(state.global_step + 1)
     accelerator.backward(loss)
     if args.max_grad_norm > 0:
         accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss_value
 
 
 class _Progress:
-    """The progress bar, a log line every 10 logging steps when it is off, and the trackers (TensorBoard)."""
+    """The progress bar, a log line every 10 logging steps when it is off, and the trackers (TensorBoard).
+
+    The bar moves every step; losses are reported when they are read back from the device, each under its own step
+    with the learning rate of that step, so the logs are the same whatever `--sync_steps`.
+    """
 
     def __init__(self, accelerator: Accelerator, args: TrainingArguments, state: TrainState, total_steps: int,
                  start: float, run_name: str, card: dict) -> None:
         self.accelerator, self.args, self.state, self.total_steps = accelerator, args, state, total_steps
         self.start, self.first_step = start, state.global_step
+        self.lrs: dict[int, float] = {}  # learning rate after each step whose loss is not reported yet
         if accelerator.is_main_process and args.report_to != "none":
             hparams = {k: v for k, v in {**vars(args), **card}.items() if isinstance(v, (int, float, str, bool))}
             accelerator.init_trackers(run_name, config=hparams)
@@ -204,18 +230,23 @@ class _Progress:
                         disable=not accelerator.is_local_main_process or args.disable_tqdm)
 
     def step(self, lr: float) -> None:
-        """Report the step `state` has just counted; `lr` is the rate the schedule set for the next one."""
-        args, state, loss = self.args, self.state, self.state.last_loss
+        """Count the step `state` has just counted; `lr` is the rate the schedule set for the next one."""
         self.bar.update(1)
-        self.bar.set_postfix(epoch=state.epoch + 1, loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
-        main_process = self.accelerator.is_main_process
-        if args.disable_tqdm and main_process and state.global_step % (10 * args.logging_steps) == 0:
-            seconds_per_step = (time.perf_counter() - self.start) / (state.global_step - self.first_step)
-            logger.info("step %d/%d epoch %d loss %.4f lr %.2e %.2fs/step", state.global_step, self.total_steps,
-                        state.epoch + 1, loss, lr, seconds_per_step)
-        if args.report_to != "none" and state.global_step % args.logging_steps == 0:
-            self.accelerator.log({"train/loss": loss, "train/lr": lr, "train/epoch": state.epoch + 1},
-                                 step=state.global_step)
+        self.lrs[self.state.global_step] = lr
+
+    def report(self, losses: list[tuple[int, int, float]]) -> None:
+        """Record and log the `(step, epoch, loss)` of steps read back from the device, oldest first."""
+        args, state, main_process = self.args, self.state, self.accelerator.is_main_process
+        for step, epoch, loss in losses:
+            lr = self.lrs.pop(step)
+            state.record(step, loss)
+            self.bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+            if args.disable_tqdm and main_process and step % (10 * args.logging_steps) == 0:
+                seconds_per_step = (time.perf_counter() - self.start) / (state.global_step - self.first_step)
+                logger.info("step %d/%d epoch %d loss %.4f lr %.2e %.2fs/step", step, self.total_steps, epoch + 1,
+                            loss, lr, seconds_per_step)
+            if args.report_to != "none" and step % args.logging_steps == 0:
+                self.accelerator.log({"train/loss": loss, "train/lr": lr, "train/epoch": epoch + 1}, step=step)
 
     def close(self) -> None:
         self.bar.close()

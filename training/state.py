@@ -16,12 +16,15 @@ class TrainState:
     losses: list[tuple[int, float]] = field(default_factory=list)
     last_loss: float = math.nan
 
-    def advance(self, loss: float) -> None:
-        """Count one optimizer step that had `loss`."""
+    def advance(self) -> None:
+        """Count one optimizer step (its loss is recorded when it is read back from the device)."""
         self.global_step += 1
         self.step_in_epoch += 1
+
+    def record(self, step: int, loss: float) -> None:
+        """Keep the loss of optimizer step `step`, read back from the device at a sync point."""
         self.last_loss = loss
-        self.losses.append((self.global_step, round(loss, 5)))
+        self.losses.append((step, round(loss, 5)))
 
     def end_epoch(self) -> None:
         self.epoch, self.step_in_epoch = self.epoch + 1, 0
