@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser
 
 from data_scripts import (
+    DeviceBatches,
+    EncodedExamples,
     InterleavedDataset,
     load_pretrain_corpus,
     load_qa_tsv,
@@ -49,6 +51,13 @@ class PretrainDataArguments:
                   "set birth_places_train.tsv, whose name prompts join every pretraining epoch, spread evenly "
                   "among the corrupted documents. Never give it the dev or test questions."},
     )
+    device_data: bool = field(
+        default=False,
+        metadata={"help": "Build each step's batch with tensor operations on the training device "
+                  "(data_scripts/device_batches.py: the same distribution of corruptions, packing and prompts, "
+                  "other draws, a fixed number of packed rows per step) instead of the datasets path and a "
+                  "DataLoader. One process only."},
+    )
 
 
 def build_parser() -> HfArgumentParser:
@@ -65,22 +74,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = CharGPTForCausalLM(config)
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
-    mixed = {}
+    mixed, prompts = {}, None
     if data_args.mixed_qa_corpus_path is not None:
         path = data_args.mixed_qa_corpus_path
         prompts = name_prompt_dataset(load_qa_tsv(path, block_size=block), tokenizer, block, source=path)
         dataset = InterleavedDataset(dataset, prompts)
         mixed = {"mixed_qa": data_args.mixed_qa_corpus_path, "mixed_name_prompts": len(prompts)}
+    examples = len(dataset)
+    if data_args.device_data:
+        encoded = EncodedExamples(tokenizer, block, documents=docs["text"], prompts=prompts, device=accelerator.device)
+        dataset = DeviceBatches(encoded, args.per_device_train_batch_size, seed=args.seed, shuffle=args.shuffle,
+                                packing=args.packing)
 
     card = run_card(
         model, args,
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
         stage="pretraining (span corruption)" + (" mixed with name prompts" if mixed else ""),
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
+        **({"device_data": True} if data_args.device_data else {}),
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
-        final_tokens=args.num_train_epochs * len(dataset) * block,
+        final_tokens=args.num_train_epochs * examples * block,
         tokens_per_example=block - 1,
         on_epoch_start=corruption.set_epoch,
         card=card,

@@ -122,6 +122,30 @@ def test_mixed_training_adds_the_name_prompts_to_every_epoch_and_the_schedule(wo
     assert "mixed with name prompts" in card and "| mixed_name_prompts | 40 |" in card
 
 
+def test_device_data_pretraining_learns_checkpoints_and_resumes_identically(world, tmp_path, monkeypatch):
+    """--device_data True: batches built on the device, mixed with the name prompts; a run stopped at a
+    checkpoint and resumed ends with the weights and losses of one that was not."""
+    built, build = [], train_pretrain.DeviceBatches.__call__
+    monkeypatch.setattr(train_pretrain.DeviceBatches, "__call__",
+                        lambda self, step: built.append(step) or build(self, step))
+    steps = ["--device_data", "True", "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
+             "--checkpointing_steps", "10", "--sync_steps", "4", "--learning_rate", "3e-3"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert run_cli(train_pretrain.main, pretrain_args(world, straight, *steps, "--max_steps", "20")) == 0
+    assert run_cli(train_pretrain.main, pretrain_args(world, stopped, *steps, "--max_steps", "10")) == 0
+    assert (stopped / "checkpoints" / "step-00000010").is_dir()
+    argv = pretrain_args(world, stopped, *steps, "--max_steps", "20", "--resume_from_checkpoint", "latest")
+    assert run_cli(train_pretrain.main, argv) == 0
+    results = [json.loads((out / "train_results.json").read_text()) for out in (straight, stopped)]
+    assert results[0]["losses"] == results[1]["losses"] and results[0]["global_step"] == 20
+    losses = [loss for _, loss in results[0]["losses"]]
+    assert sum(losses[-4:]) < sum(losses[:4])  # it learns
+    reference, resumed = load_file(straight / "model.safetensors"), load_file(stopped / "model.safetensors")
+    assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+    assert "| device_data | True |" in (straight / "README.md").read_text()
+    assert built[-10:] == list(range(10, 20))  # the resumed run built steps 10..19 on the device
+
+
 def test_finetuning_with_replay_and_frozen_parameters(world, tmp_path, monkeypatch):
     pre, fin = tmp_path / "pre", tmp_path / "fin"
     assert run_cli(train_pretrain.main, pretrain_args(world, pre, "--max_steps", "2")) == 0

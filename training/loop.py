@@ -20,9 +20,12 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizer
 from transformers.utils import logging
 
+from data_scripts import DeviceBatches
+
 from .arguments import TrainingArguments
 from .batching import CountingCollate
 from .checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
+from .errors import UsageError
 from .export import save_final, save_snapshot
 from .precision import resolve_precision
 from .schedule import TokenCosineSchedule
@@ -72,8 +75,8 @@ def train(
     accelerator: Accelerator,
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizer,
-    train_dataset: torch.utils.data.Dataset,
-    collate_fn: Callable,
+    train_dataset: torch.utils.data.Dataset | DeviceBatches,
+    collate_fn: Callable | None,
     args: TrainingArguments,
     *,
     final_tokens: int,
@@ -86,18 +89,27 @@ def train(
 
     `tokens_per_example` is what the reference schedule counts per example (block_size - 1 target positions,
     PAD included), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
-    corruption transform re-draw for each epoch. Losses are read back from the device every `--sync_steps` steps
-    and before every save (`training.syncing`); the NaN check, the logs and Ctrl-C act there.
+    corruption transform re-draw for each epoch. A `DeviceBatches` (`--device_data True`) replaces the dataset,
+    the collate function and the DataLoader: its batches are built on the device from the step alone. Losses are
+    read back from the device every `--sync_steps` steps and before every save (`training.syncing`); the NaN
+    check, the logs and Ctrl-C act there.
     """
     card, start = dict(card or {}), time.perf_counter()
-    loader = DataLoader(train_dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
-                        collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
     optimizer = build_optimizer(model, args, args.learning_rate)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    state = _start_state(accelerator, args, schedule, steps_per_epoch=len(loader))
-    total_steps = len(loader) * args.num_train_epochs
+    if isinstance(train_dataset, DeviceBatches):
+        if accelerator.num_processes > 1:
+            raise UsageError("--device_data True runs in one process; launch without --num_processes")
+        model, optimizer = accelerator.prepare(model, optimizer)
+        loader = train_dataset
+    else:
+        loader = DataLoader(train_dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
+                            collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    steps_per_epoch = loader.steps_per_epoch if isinstance(loader, DeviceBatches) else len(loader)
+    state = _start_state(accelerator, args, schedule, steps_per_epoch)
+    total_steps = steps_per_epoch * args.num_train_epochs
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card)
     save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule)
@@ -135,9 +147,9 @@ def train(
                 if state.global_step >= total_steps:
                     break
             else:  # a whole epoch (a run stopped by max_steps or at the end keeps its last epoch open)
-                flush()
                 state.end_epoch()
                 if state.epoch in save_epochs:
+                    flush()
                     save_snapshot(accelerator, model, tokenizer, args.output_dir, state, time.perf_counter() - start)
     except KeyboardInterrupt:
         interrupted = True
@@ -148,8 +160,11 @@ def train(
         stop.restore()
     if not interrupted:
         flush()
+    if isinstance(loader, DeviceBatches) and loader.dropped():
+        logger.warning("%d examples found no room in their packed rows and were left out of the loss",
+                       loader.dropped())
     progress.close()
-    epochs_done = round(state.epoch + state.step_in_epoch / max(1, len(loader)), 3)
+    epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_per_epoch), 3)
     result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses,
                          time.perf_counter() - start, interrupted)
     if not interrupted:
@@ -175,9 +190,12 @@ def _start_state(
 
 
 def _epoch_batches(
-    accelerator: Accelerator, loader: DataLoader, state: TrainState, on_epoch_start: Callable[[int], None] | None
+    accelerator: Accelerator, loader: DataLoader | DeviceBatches, state: TrainState,
+    on_epoch_start: Callable[[int], None] | None,
 ) -> Iterable[dict]:
     """The current epoch's batches after the ones `state` has already trained on (a resumed run skips them)."""
+    if isinstance(loader, DeviceBatches):  # a function of the step: nothing to re-draw or to skip through
+        return loader.epoch(state.epoch, skip=state.step_in_epoch)
     if on_epoch_start is not None:
         on_epoch_start(state.epoch)
     loader.set_epoch(state.epoch)
