@@ -8,10 +8,12 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from processes import run_concurrently
 from safetensors.torch import load_file
 
 import evaluate_birthplace
@@ -38,9 +40,17 @@ def launch(script: str, *args: str, num_processes: int = 1) -> list[str]:
 
 
 def run_ok(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(cmd)}\nSTDOUT:\n{proc.stdout[-3000:]}\nSTDERR:\n{proc.stderr[-3000:]}"
+    (proc,) = run_ok_together([cmd], timeout)
     return proc
+
+
+def run_ok_together(cmds: list[list[str]], timeout: float = 300) -> list[subprocess.CompletedProcess]:
+    """Independent runs side by side; each must succeed."""
+    procs = run_concurrently(cmds, cwd=ROOT, env=ENV, timeout=timeout)
+    for cmd, proc in zip(cmds, procs, strict=True):
+        assert proc.returncode == 0, (f"{' '.join(cmd)}\nSTDOUT:\n{proc.stdout[-3000:]}\n"
+                                      f"STDERR:\n{proc.stderr[-3000:]}")
+    return procs
 
 
 @pytest.fixture(scope="module")
@@ -76,16 +86,15 @@ def test_pretrain_finetune_evaluate_end_to_end(world, tmp_path):
     model = CharGPTForCausalLM.from_pretrained(fin)
     assert model.config.position_embedding_type == "rope" and model.config.n_embd == 32
 
-    preds = tmp_path / "dev.predictions"
-    ev = run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
-                 "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(preds)])
+    preds, test_preds = tmp_path / "dev.predictions", tmp_path / "test.predictions"
+    ev, ev_test = run_ok_together(
+        [[sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
+          "--eval_corpus_path", str(world / tsv), "--outputs_path", str(out)]
+         for tsv, out in (("birth_dev.tsv", preds), ("birth_test_inputs.tsv", test_preds))])
     assert "Correct: " in ev.stdout and " out of 20: " in ev.stdout
     assert len(preds.read_text().split("\n")) == 20 + 1  # one line per question, newline-terminated
 
-    test_preds = tmp_path / "test.predictions"
-    ev = run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
-                 "--eval_corpus_path", str(world / "birth_test_inputs.tsv"), "--outputs_path", str(test_preds)])
-    assert "No gold birth places" in ev.stdout
+    assert "No gold birth places" in ev_test.stdout
     assert len(test_preds.read_text().splitlines()) == 20
 
 
@@ -193,24 +202,25 @@ def _wait_for(path_glob: str, root: Path, proc: subprocess.Popen, timeout: float
 
 def test_sigkill_then_resume_gives_the_same_weights_as_an_uninterrupted_run(world, tmp_path):
     steps = ["--max_steps", "150", "--checkpointing_steps", "5", "--seed", "3", "--shuffle", "True"]
-    straight = tmp_path / "straight"
-    run_ok(launch("train_pretrain.py", *pretrain_args(world, straight, *steps)))
-    again = tmp_path / "again"
-    run_ok(launch("train_pretrain.py", *pretrain_args(world, again, *steps)))
+    straight, again, killed = tmp_path / "straight", tmp_path / "again", tmp_path / "killed"
+    script = [sys.executable, str(ROOT / "train_pretrain.py")]  # `accelerate launch` adds nothing on one process
+    proc = subprocess.Popen([*script, *pretrain_args(world, killed, *steps)], cwd=ROOT, env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the two uninterrupted runs go on while this one is killed
+        uninterrupted = pool.submit(run_ok_together, [[*script, *pretrain_args(world, out, *steps)]
+                                                      for out in (straight, again)])
+        try:
+            _wait_for("checkpoints/step-*", killed, proc)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert not (killed / "model.safetensors").exists(), "the run finished before it was killed"
+        run_ok([*script, *pretrain_args(world, killed, *steps, "--resume_from_checkpoint", "latest")])
+        uninterrupted.result()
     reference = load_file(straight / "model.safetensors")
     same_seed = load_file(again / "model.safetensors")
     assert all(torch.equal(reference[k], same_seed[k]) for k in reference), "same seed, different weights"
 
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen(launch("train_pretrain.py", *pretrain_args(world, killed, *steps)), cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _wait_for("checkpoints/step-*", killed, proc)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert not (killed / "model.safetensors").exists(), "the run finished before it was killed"
-    run_ok(launch("train_pretrain.py", *pretrain_args(world, killed, *steps, "--resume_from_checkpoint", "latest")))
     resumed = load_file(killed / "model.safetensors")
     assert json.loads((killed / "train_results.json").read_text())["global_step"] == 150
     for k in reference:
