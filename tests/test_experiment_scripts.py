@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import run_concurrently
 
+import train_pretrain
 from data_scripts import write_synthetic_corpus
+from training import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -137,27 +140,27 @@ def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
 
 
 def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
-    def fails(path: Path) -> str:
-        proc = subprocess.run([sys.executable, "scripts/collect_results.py", str(path), "--json",
-                               str(tmp_path / "acc.json"), "--plot", str(tmp_path / "acc.png")],
-                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-        assert proc.returncode != 0 and "Traceback" not in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1
-        return proc.stderr
-
-    assert "missing.json: cannot read" in fails(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text('{"runs": [\n  {"name": }\n]}')
-    assert "bad.json: not a run_experiments.py results.json: line 2:" in fails(tmp_path / "bad.json")
     (tmp_path / "norecipe.json").write_text('{"runs": []}')
-    assert "norecipe.json: not a run_experiments.py results.json: missing 'recipe'" in fails(tmp_path / "norecipe.json")
+    expected = {"missing.json": "missing.json: cannot read",
+                "bad.json": "bad.json: not a run_experiments.py results.json: line 2:",
+                "norecipe.json": "norecipe.json: not a run_experiments.py results.json: missing 'recipe'"}
+    procs = run_concurrently([[sys.executable, "scripts/collect_results.py", str(tmp_path / name), "--json",
+                               str(tmp_path / f"{name}.acc.json"), "--plot", str(tmp_path / f"{name}.acc.png")]
+                              for name in expected], cwd=ROOT, env=ENV, timeout=120)
+    for (name, message), proc in zip(expected.items(), procs, strict=True):
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, name
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert message in proc.stderr
 
 
-@pytest.mark.parametrize("bench", ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"])
-def test_benchmarks_report_a_missing_data_dir_in_one_line(tmp_path, bench):
-    proc = subprocess.run([sys.executable, f"benchmarks/{bench}.py", "--data_dir", str(tmp_path / "nowhere")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
+def test_benchmarks_report_a_missing_data_dir_in_one_line(tmp_path):
+    benches = ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"]
+    procs = run_concurrently([[sys.executable, f"benchmarks/{bench}.py", "--data_dir", str(tmp_path / "nowhere")]
+                              for bench in benches], cwd=ROOT, timeout=120)
+    for bench, proc in zip(benches, procs, strict=True):
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (bench, proc.stderr[-3000:])
+        assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
 
 
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
@@ -212,11 +215,10 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     pre = tmp_path / "exp" / "learned-causal-seed0-pretrain"
-    run_ok([str(Path(sys.executable).parent / "accelerate"), "launch", "--config_file",
-            str(ROOT / "accelerate_config.yaml"), "--num_cpu_threads_per_process", "1", "train_pretrain.py",
-            "--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre), "--n_layer", "2",
-            "--n_head", "4", "--n_embd", "32", "--block_size", "128", "--max_steps", "3", "--disable_tqdm", "True",
-            "--report_to", "none"])
+    assert run_cli(train_pretrain.main, [  # in process: only the model it saves matters here
+        "--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre), "--n_layer", "2",
+        "--n_head", "4", "--n_embd", "32", "--block_size", "128", "--max_steps", "3", "--disable_tqdm", "True",
+        "--report_to", "none"]) == 0
     out = tmp_path / "sel"
     cmd = [sys.executable, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pre), "--data_dir",
            str(world), "--out_dir", str(out), "--learning_rates", "1e-4,1e-3", "--holdout", "10", "--final",
@@ -273,10 +275,9 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     unfinished.write_text(json.dumps({k: v for k, v in summary.items() if k != "final"}))
     with pytest.raises(SystemExit, match="unfinished.json: not a finished select_finetune_lr.py --final run"):
         collect.selection_row(unfinished, {base["id"]: base})
-    proc = subprocess.run([*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]], cwd=ROOT, env=ENV, capture_output=True,
-                          text=True)
-    assert proc.returncode != 0 and "no config.json there" in proc.stderr
-    proc = subprocess.run([*cmd[:-1], "--learning_rate '1e-4"], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    nowhere, proc = run_concurrently([[*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]],
+                                      [*cmd[:-1], "--learning_rate '1e-4"]], cwd=ROOT, env=ENV)
+    assert nowhere.returncode != 0 and "no config.json there" in nowhere.stderr
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "--extra" in proc.stderr and "quotation" in proc.stderr
 
