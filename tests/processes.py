@@ -3,12 +3,14 @@ transformers on one core, so independent launches side by side take about half t
 
 from __future__ import annotations
 
+import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 
 def run_concurrently(cmds: list[list[str]], **kwargs) -> list[subprocess.CompletedProcess]:
-    """`subprocess.run` each command (output captured as text, the keywords apply to all), side by side, in order."""
+    """`subprocess.run` each command (output captured as text, the keywords apply to all), as many at once as
+    there are cores; the results in order."""
     kwargs = {"capture_output": True, "text": True, "timeout": 300, **kwargs}
-    with ThreadPoolExecutor(max_workers=len(cmds)) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(cmds), os.cpu_count() or 1)) as pool:
         return list(pool.map(lambda cmd: subprocess.run(cmd, **kwargs), cmds))

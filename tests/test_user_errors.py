@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from processes import run_concurrently
 
 import evaluate_birthplace
 import train_finetune
@@ -278,29 +278,39 @@ def test_resuming_from_nothing_is_one_line(spec, world, tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("case", ["missing model", "truncated weights", "question outside the vocabulary",
-                                  "finetune from a missing model"])
-def test_the_shell_sees_exactly_one_line(case, world, good, tmp_path):
-    """A real process: exit code 1 and stderr is exactly the error line (no logs before it, no traceback)."""
+SHELL_CASES = ["missing model", "truncated weights", "question outside the vocabulary", "finetune from a missing model"]
+
+
+def _shell_case(case: str, world: Path, good: Path, tmp_path: Path) -> tuple[list[str], str]:
+    """(the script and its arguments, the one line the shell must see) for a case, its files under `tmp_path`."""
     if case == "finetune from a missing model":
         missing = tmp_path / "nowhere"
         cmd = ["train_finetune.py", *_finetune(world, tmp_path / "out", "--model_name_or_path", str(missing))]
-        expected = f"error: {missing}: no such folder; {SAVED_BY}"
+        return cmd, f"error: {missing}: no such folder; {SAVED_BY}"
+    model, tsv = good, world / "birth_dev.tsv"
+    if case == "missing model":
+        model = tmp_path / "nowhere"
+        expected = f"error: {model}: no such folder; {SAVED_BY}"
+    elif case == "truncated weights":
+        model = _truncate(_copy(good, tmp_path))
+        expected = (f"error: {model / 'model.safetensors'}: damaged or truncated weights file (Error while "
+                    "deserializing header: incomplete metadata, file not fully covered)")
     else:
-        model, tsv = good, world / "birth_dev.tsv"
-        if case == "missing model":
-            model = tmp_path / "nowhere"
-            expected = f"error: {model}: no such folder; {SAVED_BY}"
-        elif case == "truncated weights":
-            model = _truncate(_copy(good, tmp_path))
-            expected = (f"error: {model / 'model.safetensors'}: damaged or truncated weights file (Error while "
-                        "deserializing header: incomplete metadata, file not fully covered)")
-        else:
-            tsv = _tsv(tmp_path, world, "dev.tsv", "Where was Zoë born?\tParis")
-            expected = (f"error: {tsv}:3: character 'ë' (U+00EB) at position 12 is not in the vocabulary (built from "
-                        "the pretraining corpus); context: 'Where was Zoë born?'")
-        cmd = ["evaluate_birthplace.py", *_evaluate(tsv, model, tmp_path)]
-    proc = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [expected], proc.stderr[-3000:]
-    assert not (tmp_path / "preds").exists() and not (tmp_path / "out").exists()
+        tsv = _tsv(tmp_path, world, "dev.tsv", "Where was Zoë born?\tParis")
+        expected = (f"error: {tsv}:3: character 'ë' (U+00EB) at position 12 is not in the vocabulary (built from "
+                    "the pretraining corpus); context: 'Where was Zoë born?'")
+    return ["evaluate_birthplace.py", *_evaluate(tsv, model, tmp_path)], expected
+
+
+def test_the_shell_sees_exactly_one_line(world, good, tmp_path):
+    """Real processes (side by side): exit code 1 and stderr is exactly the error line (no logs before it, no
+    traceback), for each case."""
+    folders = {case: tmp_path / f"case{i}" for i, case in enumerate(SHELL_CASES)}
+    for folder in folders.values():
+        folder.mkdir()
+    cases = {case: _shell_case(case, world, good, folder) for case, folder in folders.items()}
+    procs = run_concurrently([[sys.executable, *cmd] for cmd, _ in cases.values()], cwd=ROOT, env=ENV)
+    for (case, (_, expected)), proc in zip(cases.items(), procs, strict=True):
+        assert proc.returncode == 1, (case, proc.stderr[-3000:])
+        assert proc.stderr.splitlines() == [expected], proc.stderr[-3000:]
+        assert not (folders[case] / "preds").exists() and not (folders[case] / "out").exists()
