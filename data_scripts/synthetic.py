@@ -8,7 +8,7 @@
   people below;
 - ``birth_places_train.tsv``: ``Where was Name born?<TAB>Place`` for the first ``n_train`` people;
 - ``birth_dev.tsv``: the next ``n_dev`` people, who appear in wiki.txt and never in the finetuning file;
-  with ``single_bio_dev=True`` every second of them (the 2nd, 4th, ...) is read in ONE sentence only, so a single
+  with ``single_bio_every=3`` every third of them (the 3rd, 6th, ...) is read in ONE sentence only, so a single
   model shows what paraphrases do: ``birth_dev_paraphrased.tsv`` and ``birth_dev_single.tsv`` split the dev
   questions into the two groups;
 - ``birth_test_inputs.tsv``: the questions for the next ``n_test`` people (no answers);
@@ -28,7 +28,7 @@ sentences put the place early because span corruption truncates documents: a lat
 Every character of the TSVs occurs in wiki.txt (the tokenizer is built from it); this is checked on write.
 
 CLI: ``python -m data_scripts.synthetic --out_dir DIR [--n_people N] [--n_train N] [--n_dev N] [--n_test N]
-[--n_places N] [--bios_per_person K] [--single_bio_dev | --no-single_bio_dev] [--seed S]``.
+[--n_places N] [--bios_per_person K] [--single_bio_every N] [--seed S]``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ _TEMPLATES = [
 QUESTION = "Where was {name} born?"
 # The demo's world (chosen by measurement, README "The demo"): small enough to memorise in a CPU minute or two.
 DEFAULTS = {"n_people": 250, "n_train": 150, "n_dev": 75, "n_test": 25, "n_places": 20, "bios_per_person": 4,
-            "single_bio_dev": True}
+            "single_bio_every": 3}
 PLACE_ZIPF_EXPONENT = 0.1  # birthplace frequencies ~ 1 / rank**exponent; "London" is rank 1
 
 
@@ -122,7 +122,7 @@ def generate_synthetic_world(
     seed: int = 0,
     n_places: int = DEFAULTS["n_places"],
     bios_per_person: int = DEFAULTS["bios_per_person"],
-    single_bio_dev: bool = DEFAULTS["single_bio_dev"],
+    single_bio_every: int = DEFAULTS["single_bio_every"],
 ) -> SyntheticWorld:
     """Invent the world (see the module docstring); pure function of its arguments."""
     for name, value in (("n_people", n_people), ("n_train", n_train), ("n_dev", n_dev), ("n_test", n_test),
@@ -133,6 +133,8 @@ def generate_synthetic_world(
         raise ValueError(f"need n_people >= 1 and n_places >= 2, got n_people={n_people}, n_places={n_places}")
     if not isinstance(bios_per_person, int) or not 1 <= bios_per_person <= len(_TEMPLATES):
         raise ValueError(f"bios_per_person={bios_per_person!r} must be between 1 and {len(_TEMPLATES)}")
+    if not isinstance(single_bio_every, int) or single_bio_every < 0:
+        raise ValueError(f"single_bio_every={single_bio_every!r} must be a non-negative integer (0: nobody)")
     if n_train + n_dev + n_test > n_people:
         raise ValueError(
             f"n_train + n_dev + n_test = {n_train + n_dev + n_test} is more than n_people={n_people}"
@@ -159,7 +161,7 @@ def generate_synthetic_world(
         names.add(name)
         place = rng.choices(places, weights)[0]
         k = len(people) - n_train
-        single = single_bio_dev and 0 <= k < n_dev and k % 2 == 1
+        single = single_bio_every > 0 and 0 <= k < n_dev and k % single_bio_every == single_bio_every - 1
         templates = rng.sample(_TEMPLATES, 1 if single else bios_per_person)
         if not people:
             templates[0] = _FIRST_TEMPLATE
@@ -203,11 +205,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, help_text in (("n_people", "people in wiki.txt"), ("n_train", "people in birth_places_train.tsv"),
                             ("n_dev", "people in birth_dev.tsv"), ("n_test", "people in birth_test_inputs.tsv"),
                             ("n_places", "distinct birthplaces"),
-                            ("bios_per_person", f"paraphrased sentences per person, 1..{len(_TEMPLATES)}")):
+                            ("bios_per_person", f"paraphrased sentences per person, 1..{len(_TEMPLATES)}"),
+                            ("single_bio_every", "every N-th dev person is read in one sentence only; 0: nobody")):
         parser.add_argument(f"--{name}", type=int, default=DEFAULTS[name],
                             help=f"{help_text} (default {DEFAULTS[name]})")
-    parser.add_argument("--single_bio_dev", action=argparse.BooleanOptionalAction, default=DEFAULTS["single_bio_dev"],
-                        help="every second dev person is read in one sentence only (default on)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     sizes = {name: getattr(args, name) for name in DEFAULTS}

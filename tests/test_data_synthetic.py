@@ -42,9 +42,9 @@ def test_layout_and_default_sizes(default_world):
     # every file ends with a newline, as the real ones do
     assert all(content[-1] == "" for content in lines.values())
     counts = {f: len(content) - 1 for f, content in lines.items()}
-    # 4 paraphrases for everyone but every second dev person (37 of 75), who is read in one sentence
-    assert counts == {"wiki.txt": 4 * 213 + 37, "birth_places_train.tsv": 150, "birth_dev.tsv": 75,
-                      "birth_test_inputs.tsv": 25, "birth_dev_paraphrased.tsv": 38, "birth_dev_single.tsv": 37}
+    # 4 paraphrases for everyone but every third dev person (25 of 75), who is read in one sentence
+    assert counts == {"wiki.txt": 4 * 225 + 25, "birth_places_train.tsv": 150, "birth_dev.tsv": 75,
+                      "birth_test_inputs.tsv": 25, "birth_dev_paraphrased.tsv": 50, "birth_dev_single.tsv": 25}
     assert all("\t" not in q for q in lines["birth_test_inputs.tsv"][:-1])
 
 
@@ -53,12 +53,12 @@ def test_real_pipeline_loads_it(default_world):
     tok = CharTokenizer.from_corpus(text)
     tsvs = [load_qa_tsv(default_world / f, block_size=128) for f in FILES[1:3] + GROUP_FILES]
     test = load_qa_tsv(default_world / "birth_test_inputs.tsv", block_size=128, require_answer=False)
-    assert len(docs) == 889 + 1  # the reference's split('\n') keeps the empty string after the last newline
+    assert len(docs) == 925 + 1  # the reference's split('\n') keeps the empty string after the last newline
     # only characters of its own wiki.txt: every prompt encodes with the wiki tokenizer
     for qa in (*tsvs, test):
         assert len(name_prompt_dataset(qa, tok, 128)) == len(qa)
     corr, _ = span_corruption_dataset(docs, tok, 128, seed=0)
-    assert len(corr[:]["input_ids"]) == 890
+    assert len(corr[:]["input_ids"]) == 926
     assert all(len(line) <= 100 for line in text.split("\n"))  # short lines: cheap to pretrain on
 
 
@@ -80,11 +80,13 @@ def test_people_paraphrases_and_questions(default_world):
         assert len(shapes) == len(bios)  # paraphrases, not copies: a different shape each
     # wiki.txt lists the first paraphrase of everyone first, in the files' order, then the second, ...
     assert [line for line in wiki[:250]] == [bios[0] for _, _, bios in world.people]
-    # the two dev groups split dev: the single-sentence people are every second one
+    # the two dev groups split dev: the single-sentence people are every third one
     dev = [q for q, _ in rows["birth_dev.tsv"]]
     single = [q for q, _ in rows["birth_dev_single.tsv"]]
-    assert single == dev[1::2] and [q for q, _ in rows["birth_dev_paraphrased.tsv"]] == dev[0::2]
-    assert all(len(bios) == 1 for name, _, bios in world.dev[1::2])
+    assert single == dev[2::3] and [q for q, _ in rows["birth_dev_paraphrased.tsv"]] == [
+        q for i, q in enumerate(dev) if i % 3 != 2]
+    assert all(len(bios) == 1 for name, _, bios in world.dev[2::3])
+    assert all(len(bios) == 4 for i, (name, _, bios) in enumerate(world.dev) if i % 3 != 2)
     train_names = {q for q, _ in rows["birth_places_train.tsv"]}
     for row in rows["birth_dev.tsv"] + rows["birth_test_inputs.tsv"]:
         assert row[0] not in train_names  # dev/test people are only in wiki.txt, never in finetuning
@@ -111,12 +113,12 @@ def test_deterministic_per_seed_across_processes(tmp_path, default_world):
     assert proc.returncode == 0, proc.stderr
     assert "RuntimeWarning" not in proc.stderr
     assert _read_all(c) == _read_all(a)
-    assert f"wrote {c / 'wiki.txt'} (889 lines)" in proc.stdout
+    assert f"wrote {c / 'wiki.txt'} (925 lines)" in proc.stdout
 
 
 def test_size_flags(tmp_path):
     write_synthetic_corpus(tmp_path, n_people=50, n_train=20, n_dev=10, n_test=5, n_places=8, seed=3,
-                           bios_per_person=1, single_bio_dev=False)
+                           bios_per_person=1, single_bio_every=0)
     counts = {f: len((tmp_path / f).read_text(encoding="utf-8").splitlines()) for f in FILES}
     assert counts == {"wiki.txt": 50, "birth_places_train.tsv": 20, "birth_dev.tsv": 10, "birth_test_inputs.tsv": 5}
     assert not (tmp_path / GROUP_FILES[0]).exists()  # one sentence for everyone: no groups to compare
@@ -129,7 +131,11 @@ def test_size_flags(tmp_path):
     with pytest.raises(ValueError, match="bios_per_person=7 must be between 1 and 6"):
         generate_synthetic_world(bios_per_person=7)
     two = generate_synthetic_world(n_people=20, n_train=10, n_dev=6, n_test=4, bios_per_person=2)
-    assert [len(bios) for _, _, bios in two.dev] == [2, 1, 2, 1, 2, 1]
+    assert [len(bios) for _, _, bios in two.dev] == [2, 2, 1, 2, 2, 1]
+    every_second = generate_synthetic_world(n_people=20, n_train=10, n_dev=6, n_test=4, single_bio_every=2)
+    assert [len(bios) for _, _, bios in every_second.dev] == [4, 1, 4, 1, 4, 1]
+    with pytest.raises(ValueError, match="single_bio_every=-1 must be a non-negative integer"):
+        generate_synthetic_world(single_bio_every=-1)
 
 
 def test_cli_rejects_bad_sizes(tmp_path):
