@@ -4,7 +4,7 @@ Fully pretrained models here store most birthplaces (`scripts/probe_recall.py` r
 yet answer only about a third of the questions: what they lack is the way from a question to a stored fact. Mixing
 question/answer pairs into pretraining (Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023) is meant to
 teach that way while the facts are stored; only training-set pairs are mixed in, so dev and test people's facts
-still come from wiki.txt alone. Measured on rope at a 1-hour CPU budget, it did not help (README "Results"). The
+still come from wiki.txt alone. Measured on rope at a 1-hour CPU budget, it did not help (docs/results.md). The
 same interleaving serves finetuning's `--replay_pretraining`, with the roles of the two datasets swapped.
 
 The order is fixed and even, so a DataLoader without shuffling (the reference's) still sees both kinds in every

@@ -22,7 +22,7 @@ places), so the London baseline and guessing the most common place score only a 
 
 Why several paraphrases: a model that read each fact in one sentence shape stores it (it completes the sentence)
 but rarely answers a question about it; reading it in several shapes stores it where a question can reach it
-(Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023; measured for `make demo` in README). The
+(Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023; measured for `make demo`: results/demo_cpu.json). The
 sentences put the place early because span corruption truncates documents: a late place is often cut away.
 
 Every character of the TSVs occurs in wiki.txt (the tokenizer is built from it); this is checked on write.
@@ -60,7 +60,7 @@ _TEMPLATES = [
     "{name} is a {job} born in {place} .",
 ]
 QUESTION = "Where was {name} born?"
-# The demo's world (chosen by measurement, README "The demo"): small enough to memorise in a CPU minute or two.
+# The demo's world (chosen by measurement: results/demo_cpu.json): small enough to memorise in a CPU minute or two.
 DEFAULTS = {"n_people": 250, "n_train": 150, "n_dev": 75, "n_test": 25, "n_places": 20, "bios_per_person": 4,
             "single_bio_every": 3}
 PLACE_ZIPF_EXPONENT = 0.1  # birthplace frequencies ~ 1 / rank**exponent; "London" is rank 1

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from training.files import atomic_write_text
+from training.presets import DEFAULTS as PRESET_DEFAULTS
+from training.presets import FROM_SCRATCH
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -685,6 +687,18 @@ def confidence_h100(results: Results) -> str:
                      f"{model['place_in_wiki']['yes']['total']}/{model['answers']['total']}"])
     return table(["model (dev predictions)", "dev accuracy", "grounded: right", "not grounded: right",
                   "answers found anywhere in wiki.txt"], rows)
+# ---------------------------------------------------------------------------------------------------- presets
+
+
+def presets(results: Results) -> str:
+    """What each `--preset` sets, per stage, read from training/presets.py (the home of these values)."""
+    del results  # the values are code, not measurements
+    names = list(PRESET_DEFAULTS["pretrain"])
+    rows = [[f"`{name}`", *("; ".join(f"`--{k} {v}`" for k, v in PRESET_DEFAULTS[stage][name].items())
+                            or "as `reference`" for stage in PRESET_DEFAULTS)] for name in names]
+    rows.insert(1, ["finetuning from scratch (no `--model_name_or_path`)", "—",
+                    "; ".join(f"`--{k} {v}`" for k, v in FROM_SCRATCH.items()) + " over `reference`"])
+    return table(["preset", *PRESET_DEFAULTS], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- machinery
@@ -695,7 +709,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
-    performance, confidence_demo, confidence_threshold, confidence_h100)}
+    performance, confidence_demo, confidence_threshold, confidence_h100, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -4,7 +4,7 @@
 
 For each dev question whose place occurs in the person's wiki.txt line (before character 120), the line up to
 the place is the prompt and greedy decoding must continue with the place. High recall with low finetuned
-accuracy means the finetuning, not the pretraining, loses the facts (README "Results").
+accuracy means the finetuning, not the pretraining, loses the facts (docs/results.md).
 """
 
 from __future__ import annotations

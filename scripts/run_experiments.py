@@ -36,7 +36,7 @@ RECIPES: dict[str, dict] = {
     },
     # The demo's tiny model on the synthetic world (data_scripts/synthetic.py), chosen by measurement on 2 CPU cores:
     # ~2,000 pretraining steps of 64 documents memorise the world's birthplaces, and the gentle finetuning keeps
-    # them. Measured numbers: README "The demo" (results/demo_cpu.json).
+    # them. Measured numbers: results/demo_cpu.json (the README's demo table).
     "demo": {
         "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "128", "--dropout", "0",
                   "--shuffle", "True"],
