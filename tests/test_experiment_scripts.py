@@ -45,9 +45,9 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     assert 0 < snap["pretrain_seconds"] < final["pretrain_seconds"]
     for row in (final, snap):
         assert row["dev"]["total"] == 20 and 0 <= row["dev"]["correct"] <= 20
-        # the world's dev groups (read in paraphrases / in one sentence) split the same predictions
+        # the world's dev groups (read in paraphrases / in one sentence: every third of the 20) split the predictions
         groups = row["dev_groups"]
-        assert groups["paraphrased"]["total"] == groups["single"]["total"] == 10
+        assert (groups["paraphrased"]["total"], groups["single"]["total"]) == (14, 6)
         assert groups["paraphrased"]["correct"] + groups["single"]["correct"] == row["dev"]["correct"]
     assert (out / "learned-causal-seed0.test.predictions").read_text().count("\n") == 20
     assert summary["command"].startswith("python scripts/run_experiments.py")
