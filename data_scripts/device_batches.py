@@ -311,6 +311,9 @@ class DeviceBatches:
                 raise ValueError(f"rows must be between 1 and batch_size={batch_size}, got {rows}")
             self.rows = rows
 
+    def __len__(self) -> int:
+        """Batches per epoch, as `len(DataLoader)` gives them, so the loop counts both alike."""
+        return self.steps_per_epoch
     def num_examples(self, step: int) -> int:
         """Examples in batch ``step``: ``batch_size``, or the remainder for an epoch's last batch."""
         k = step % self.steps_per_epoch

@@ -200,7 +200,8 @@ def test_epochs_are_the_dataloader_epochs(corpus, mixed):
     corrupted, _ = span_corruption_dataset(docs, tok, BLOCK)
     mixed_ds = InterleavedDataset(corrupted, prompts)
     loader = DataLoader(mixed_ds, batch_size=12, collate_fn=pad_collate)
-    assert mixed.steps_per_epoch == len(loader) == 4 and len(mixed.examples) == len(mixed_ds) == len(docs) + 10
+    assert len(mixed) == mixed.steps_per_epoch == len(loader) == 4
+    assert len(mixed.examples) == len(mixed_ds) == len(docs) + 10
     assert [mixed.num_examples(step) for step in range(8)] == [len(b["input_ids"]) for b in loader] * 2
     n_docs = len(docs)
     for step, batch in enumerate(loader):

@@ -107,7 +107,7 @@ def train(
         loader = DataLoader(train_dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
                             collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
         model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    steps_per_epoch = loader.steps_per_epoch if isinstance(loader, DeviceBatches) else len(loader)
+    steps_per_epoch = len(loader)
     state = _start_state(accelerator, args, schedule, steps_per_epoch)
     total_steps = steps_per_epoch * args.num_train_epochs
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
