@@ -232,19 +232,17 @@ class CharGPTModel(CharGPTPreTrainedModel):
     ) -> torch.Tensor:
         B, T = input_ids.shape
         past_len = int(past_key_values.get_seq_length()) if past_key_values is not None else 0
+        highest, exact = None, False  # the largest position, when the shapes tell it (exact) or bound it
         if position_ids is None:
             if attention_mask is not None and attention_mask.dim() == 2:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]
+                highest = attention_mask.shape[-1] - 1  # left padding only lowers it
             else:
                 position_ids = torch.arange(past_len, past_len + T, device=input_ids.device).expand(B, T)
+                highest, exact = past_len + T - 1, True
         cfg = self.config
-        needs_bound = cfg.position_embedding_type == "learned" or cfg.attention_type == "synthesizer"
-        if needs_bound and int(position_ids.max()) >= cfg.block_size:
-            raise ValueError(
-                f"position {int(position_ids.max())} is beyond block_size={cfg.block_size}; "
-                f"position_embedding_type={cfg.position_embedding_type!r} with attention_type="
-                f"{cfg.attention_type!r} cannot run past the training context (rope, sinusoidal and none can)"
-            )
+        if cfg.position_embedding_type == "learned" or cfg.attention_type == "synthesizer":
+            self._check_positions(position_ids, highest, exact)
 
         x = self.tok_emb(input_ids)
         if self.pos_emb is not None:
@@ -260,6 +258,30 @@ class CharGPTModel(CharGPTPreTrainedModel):
         for block in self.blocks:
             x = block(x, mask, rope, position_ids, past_key_values)
         return self.ln_f(x)
+
+    def _check_positions(self, position_ids: torch.Tensor, highest: int | None, exact: bool) -> None:
+        """Refuse a position beyond the learned tables (`pos_emb`, the synthesizer's `w2`/`b2`) with a clear error.
+
+        Reading the positions back would make every training step wait for the device, so the shapes decide
+        wherever they can (default positions: `highest` is exact, or an upper bound under a 2D mask). Positions the
+        caller gives (packed rows) are checked on the device while training (`torch._assert_async`: no wait on a
+        GPU, an immediate error on a CPU) and read back only in evaluation and generation.
+        """
+        block = self.config.block_size
+        if highest is not None and highest < block:
+            return
+        if exact:
+            raise ValueError(self._beyond_message(f"position {highest}"))
+        if self.training:
+            torch._assert_async(position_ids.max() < block, self._beyond_message("a position in position_ids"))
+        elif int(position_ids.max()) >= block:
+            raise ValueError(self._beyond_message(f"position {int(position_ids.max())}"))
+
+    def _beyond_message(self, what: str) -> str:
+        cfg = self.config
+        return (f"{what} is beyond block_size={cfg.block_size}; position_embedding_type="
+                f"{cfg.position_embedding_type!r} with attention_type={cfg.attention_type!r} cannot run past the "
+                "training context (rope, sinusoidal and none can)")
 
 
 class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):

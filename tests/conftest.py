@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -18,3 +19,19 @@ def data_dir() -> Path:
             f"at ../shared/data relative to the repository root"
         )
     return DATA_DIR
+
+
+@pytest.fixture
+def refuse_host_reads(monkeypatch):
+    """Call it to make every read of a tensor value on the host (`.item()`, `int(t)`, `if t:`, ...) raise: on a GPU
+    each such read waits for the device, so code that must not synchronise is run under it. `monkeypatch.undo()`
+    lifts it."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a tensor value was read on the host")
+
+    def install() -> None:
+        for name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"):
+            monkeypatch.setattr(torch.Tensor, name, refuse)
+
+    return install

@@ -246,20 +246,15 @@ def test_batches_are_a_pure_function_of_seed_and_step(mixed):
     assert later["input_ids"].shape == (8, BLOCK) and later["num_examples"] == 12
 
 
-def test_a_batch_reads_nothing_back_from_the_device(mixed, monkeypatch):
+def test_a_batch_reads_nothing_back_from_the_device(mixed, monkeypatch, refuse_host_reads):
     """No value travels from the tensors to Python while a batch is built (on a GPU each would be a sync)."""
     mixed(1)  # warm: the shuffle permutation and anything lazy
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a tensor value was read on the host")
-
-    for name in ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"):
-        monkeypatch.setattr(torch.Tensor, name, refuse)
+    refuse_host_reads()
     for step in (2, 3, 5):
         mixed(step)
     monkeypatch.undo()
     with pytest.raises(AssertionError, match="read on the host"):  # the control: a read is caught
-        monkeypatch.setattr(torch.Tensor, "__int__", refuse)
+        refuse_host_reads()
         mixed.dropped()
 
 

@@ -252,3 +252,49 @@ def test_synthesizer_incremental_decoding_with_cache_matches_full_forward():
         steps.append(out.logits)
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-5)
     assert cache.get_seq_length() == 16
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the block_size bound of the learned tables, without a host synchronisation in training
+
+@pytest.mark.parametrize("attention_type", ["causal", "synthesizer"])
+def test_a_training_forward_reads_no_position_back(attention_type, refuse_host_reads):
+    """On a GPU every value read on the host waits for the step: a training forward and backward, with default
+    positions or with the positions of packed rows, reads none (the bound is decided from the shapes or checked on
+    the device). The control: evaluation with given positions does read them back, and the patch catches it."""
+    model = tiny_model("learned", attention_type).train()
+    ids = torch.randint(2, 40, (2, 32))
+    packed_positions = torch.cat([torch.arange(20), torch.arange(12)]).expand(2, 32)
+    refuse_host_reads()
+    model(ids, labels=ids).loss.backward()
+    model(ids, position_ids=packed_positions, labels=ids).loss.backward()
+    model.eval()
+    with pytest.raises(AssertionError, match="read on the host"):
+        model(ids, position_ids=packed_positions)
+
+
+@pytest.mark.parametrize("attention_type", ["causal", "synthesizer"])
+def test_a_position_beyond_block_size_is_refused(attention_type):
+    """Where a position past the learned table can occur, the error names it: default positions longer than the
+    context (decided from the shapes, in training too), given positions (read back in evaluation, asserted on the
+    device in training), and default positions under a padding mask wider than the context."""
+    model = tiny_model("learned", attention_type)
+    too_long = torch.randint(2, 40, (1, 33))
+    for mode in (model.train, model.eval):
+        mode()
+        with pytest.raises(ValueError, match="position 32 is beyond block_size=32"):
+            model(too_long)
+    ids = torch.randint(2, 40, (1, 8))
+    beyond = torch.arange(30, 38)[None]
+    with pytest.raises(ValueError, match="position 37 is beyond block_size=32"):
+        model.eval()(ids, position_ids=beyond)
+    with pytest.raises(RuntimeError, match="a position in position_ids is beyond block_size=32"):
+        model.train()(ids, position_ids=beyond)
+    model.eval()
+    padded = torch.randint(2, 40, (2, 40))
+    mask = torch.ones(2, 40, dtype=torch.long)
+    mask[0, :8] = 0  # row 0 ends at position 31, row 1 at 39
+    with pytest.raises(ValueError, match="position 39 is beyond block_size=32"):
+        model(padded, attention_mask=mask)
+    mask[1, :8] = 0
+    assert model(padded, attention_mask=mask).logits.shape == (2, 40, 40)  # left padding keeps both in range
