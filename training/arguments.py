@@ -125,6 +125,12 @@ class TrainingArguments:
                           "units), else fp32; bf16 on a CPU without AMX is slower than fp32.",
                   "choices": ["auto", "fast", "no", "bf16", "fp16"]},
     )
+    tf32: bool = field(
+        default=False,
+        metadata={"help": "Not in the reference: fp32 matmuls and convolutions in TF32 on a CUDA GPU's tensor cores "
+                  "(Ampere or later; products with a 10-bit mantissa, fp32 sums), for speed. No effect elsewhere. "
+                  "Default: true fp32."},
+    )
     dataloader_num_workers: int = field(default=0, metadata={"help": "0 works on every OS."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
 

@@ -27,7 +27,7 @@ from .batching import CountingCollate
 from .checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
 from .errors import UsageError
 from .export import save_final, save_snapshot
-from .precision import resolve_precision
+from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
 from .state import TrainResult, TrainState
 from .stopping import StopRequest
@@ -128,6 +128,7 @@ def train(
 
     model.train()
     stop, interrupted = StopRequest().install(), False
+    restore_precision = allow_tf32(args.tf32, accelerator.device)
     try:
         while state.epoch < args.num_train_epochs and state.global_step < total_steps:
             for batch in _epoch_batches(accelerator, loader, state, on_epoch_start):
@@ -158,6 +159,7 @@ def train(
         logger.warning("interrupted: saved %s; continue with --resume_from_checkpoint latest", checkpoint())
     finally:
         stop.restore()
+        restore_precision()
     if not interrupted:
         flush()
     if isinstance(loader, DeviceBatches) and loader.dropped():
