@@ -131,8 +131,26 @@ class TrainingArguments:
                   "(Ampere or later; products with a 10-bit mantissa, fp32 sums), for speed. No effect elsewhere. "
                   "Default: true fp32."},
     )
+    torch_compile: bool = field(
+        default=False,
+        metadata={"help": "Not in the reference: run the training steps through torch.compile; the saved model and "
+                  "checkpoints are the plain model. The first steps compile (a minute or more on a CPU, where it "
+                  "does not pay). Implied by --torch_compile_mode or --torch_compile_backend."},
+    )
+    torch_compile_mode: str | None = field(
+        default=None,
+        metadata={"help": "torch.compile's mode, e.g. 'reduce-overhead' (CUDA graphs) or 'max-autotune'; "
+                  "default: torch's default."},
+    )
+    torch_compile_backend: str | None = field(
+        default=None, metadata={"help": "torch.compile's backend (default: 'inductor'), e.g. 'aot_eager'."}
+    )
     dataloader_num_workers: int = field(default=0, metadata={"help": "0 works on every OS."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
+
+    def __post_init__(self) -> None:
+        if self.torch_compile_mode is not None or self.torch_compile_backend is not None:
+            self.torch_compile = True  # as in transformers' TrainingArguments
 
 
 def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTConfig:

@@ -1,6 +1,7 @@
 """The one Accelerate training loop that pretraining and finetuning share: minGPT's trainer, resumable.
 
-Around it: `make_accelerator` (precision, seeding, CPU subnormals) and `build_optimizer` (the reference AdamW).
+Around it: `make_accelerator` (precision, seeding, CPU subnormals), `build_optimizer` (the reference AdamW) and
+`compile_model` (`--torch_compile`).
 Checkpoints are `training.checkpoints`, the saved model and snapshots `training.export`, Ctrl-C
 `training.stopping`, the losses kept on the device between sync points `training.syncing`.
 """
@@ -71,6 +72,23 @@ def build_optimizer(model: torch.nn.Module, args: TrainingArguments, lr: float) 
     return torch.optim.AdamW(groups, lr=lr, betas=(args.adam_beta1, args.adam_beta2))
 
 
+def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.Module:
+    """`--torch_compile`: the model the steps call, compiled with `--torch_compile_mode` and `--torch_compile_backend`
+    (or `model` itself without the flag). The compiled wrapper shares `model`'s parameters; everything that saves
+    keeps using `model`, so no `_orig_mod.` prefix reaches a checkpoint or the saved weights."""
+    if not args.torch_compile:
+        return model
+    backend = args.torch_compile_backend or "inductor"
+    try:
+        compiled = torch.compile(model, mode=args.torch_compile_mode, backend=backend)
+    except RuntimeError as err:  # an unknown mode or backend; torch's message lists the valid ones
+        raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} --torch_compile_backend {backend}: "
+                         f"{err}") from None
+    logger.info("training steps compiled with torch.compile (backend %s, mode %s); the first steps compile",
+                backend, args.torch_compile_mode or "default")
+    return compiled
+
+
 def train(
     accelerator: Accelerator,
     model: PreTrainedModel,
@@ -107,6 +125,7 @@ def train(
         loader = DataLoader(train_dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
                             collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
         model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    step_model = compile_model(model, args)
     steps_per_epoch = len(loader)
     state = _start_state(accelerator, args, schedule, steps_per_epoch)
     total_steps = steps_per_epoch * args.num_train_epochs
@@ -134,7 +153,7 @@ def train(
             for batch in _epoch_batches(accelerator, loader, state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
                 sync = _syncs_at(state.global_step + 1, sync_steps, args.checkpointing_steps, total_steps)
-                _optimizer_step(accelerator, model, optimizer, batch, args, state, window, sync)
+                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync)
                 lr = schedule.step(n_examples * tokens_per_example * accelerator.num_processes)
                 state.advance()
                 progress.step(lr)
