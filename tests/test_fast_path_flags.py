@@ -1,5 +1,5 @@
-"""The GPU fast path's opt-in flags, on CPU: `--tf32`, `--torch_compile`. Each leaves the reference fp32
-training alone by default."""
+"""The GPU fast path's opt-in flags, on CPU: `--tf32`, `--torch_compile`, `--optim`. Each leaves the reference
+fp32 training alone by default."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 import training.loop
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training import TrainingArguments, UsageError, load_chargpt, make_accelerator, train
+from training import TrainingArguments, UsageError, build_optimizer, load_chargpt, make_accelerator, train
 from training.precision import allow_tf32
 
 DATA = [{"input_ids": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(i)),
@@ -105,3 +105,25 @@ def test_a_compiled_run_trains_like_eager_and_saves_the_plain_model(tmp_path):
 def test_an_unknown_compile_mode_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="--torch_compile_mode bogus .*Unrecognized mode=bogus"):
         _run(tmp_path, torch_compile_mode="bogus")
+
+
+def test_fused_adamw_matches_the_default_within_fp32_rounding(tmp_path, caplog):
+    """`--optim adamw_torch_fused` (one fused kernel, also on CPU) takes the default AdamW's steps: after 4 steps the
+    weights agree to fp32 rounding, and the runs did move them. A capturable AdamW needs a CUDA device; on a CPU it
+    is the default one, said in the log."""
+    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=40, block_size=32, n_layer=1, n_head=2, n_embd=16))
+    fused = build_optimizer(model, TrainingArguments(output_dir=str(tmp_path), optim="adamw_torch_fused"), 1e-3)
+    assert fused.defaults["fused"] and not build_optimizer(model, TrainingArguments(output_dir=str(tmp_path)),
+                                                           1e-3).defaults["fused"]
+    _, default = _run(tmp_path / "default", max_steps=4)
+    _, with_fused = _run(tmp_path / "fused", optim="adamw_torch_fused", max_steps=4)
+    torch.manual_seed(0)
+    initial = CharGPTForCausalLM(CharGPTConfig(vocab_size=40, block_size=32, n_layer=2, n_head=4, n_embd=32))
+    trained = default.state_dict()
+    for name, value in with_fused.state_dict().items():
+        torch.testing.assert_close(value, trained[name], rtol=1e-5, atol=1e-6, msg=name)
+    assert not torch.equal(trained["lm_head.weight"], initial.state_dict()["lm_head.weight"])
+    with caplog.at_level(logging.INFO, logger="training.loop"):
+        _, capturable = _run(tmp_path / "capturable", optim="adamw_torch_capturable", max_steps=4)
+    assert "--optim adamw_torch_capturable has no effect on cpu" in caplog.text
+    assert all(torch.equal(value, trained[name]) for name, value in capturable.state_dict().items())

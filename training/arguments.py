@@ -14,6 +14,13 @@ from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTC
 from .errors import UsageError
 from .presets import PRESETS, REFERENCE, describe, reference_value
 
+# `--optim`: torch.optim.AdamW's keyword arguments for each implementation (names as in transformers' `--optim`)
+OPTIMIZERS: dict[str, dict[str, bool]] = {
+    "adamw_torch": {},
+    "adamw_torch_fused": {"fused": True},
+    "adamw_torch_capturable": {"capturable": True},
+}
+
 
 @dataclass
 class ModelArguments:
@@ -124,6 +131,14 @@ class TrainingArguments:
                           "fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with AMX bf16 "
                           "units), else fp32; bf16 on a CPU without AMX is slower than fp32.",
                   "choices": ["auto", "fast", "no", "bf16", "fp16"]},
+    )
+    optim: str = field(
+        default="adamw_torch",
+        metadata={"help": "The AdamW implementation (same update, same hyperparameters): 'adamw_torch' = "
+                  "torch.optim.AdamW's default (multi-tensor), as the reference; 'adamw_torch_fused' = one fused "
+                  "kernel per step (CPU and GPU); 'adamw_torch_capturable' = step counts kept on the device, so the "
+                  "update can be captured in a CUDA graph (no effect on a CPU, logged).",
+                  "choices": list(OPTIMIZERS)},
     )
     tf32: bool = field(
         default=False,

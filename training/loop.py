@@ -23,7 +23,7 @@ from transformers.utils import logging
 
 from data_scripts import DeviceBatches
 
-from .arguments import TrainingArguments
+from .arguments import OPTIMIZERS, TrainingArguments
 from .batching import CountingCollate
 from .checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
 from .errors import UsageError
@@ -57,8 +57,12 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
     return accelerator
 
 
-def build_optimizer(model: torch.nn.Module, args: TrainingArguments, lr: float) -> torch.optim.AdamW:
-    """AdamW with two groups; which parameters decay is `--weight_decay_scope` (see its help)."""
+def build_optimizer(
+    model: torch.nn.Module, args: TrainingArguments, lr: float, device: torch.device | None = None
+) -> torch.optim.AdamW:
+    """AdamW with two groups; which parameters decay is `--weight_decay_scope`, which implementation `--optim` (see
+    their help). `device` is where training runs: a capturable AdamW cannot step on a CPU, so there it is the
+    default one."""
     if args.weight_decay_scope == "reference":
         decay = {n for n, _ in model.named_parameters() if "bias" not in n}
     else:
@@ -69,7 +73,11 @@ def build_optimizer(model: torch.nn.Module, args: TrainingArguments, lr: float) 
         {"params": [p for n, p in params.items() if n in decay], "weight_decay": args.weight_decay},
         {"params": [p for n, p in params.items() if n not in decay], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=lr, betas=(args.adam_beta1, args.adam_beta2))
+    implementation = OPTIMIZERS[args.optim]
+    if implementation.get("capturable") and device is not None and device.type == "cpu":
+        logger.info("--optim %s has no effect on cpu (no CUDA graphs there): the default AdamW", args.optim)
+        implementation = {}
+    return torch.optim.AdamW(groups, lr=lr, betas=(args.adam_beta1, args.adam_beta2), **implementation)
 
 
 def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.Module:
@@ -113,7 +121,7 @@ def train(
     check, the logs and Ctrl-C act there.
     """
     card, start = dict(card or {}), time.perf_counter()
-    optimizer = build_optimizer(model, args, args.learning_rate)
+    optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
     if isinstance(train_dataset, DeviceBatches):
