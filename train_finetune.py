@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser
 
 from data_scripts import (
+    DeviceBatches,
+    EncodedExamples,
     InterleavedDataset,
     load_pretrain_corpus,
     load_qa_tsv,
@@ -56,6 +58,13 @@ class FinetuneDataArguments:
         metadata={"help": "Replay (not in the reference): every finetuning epoch also trains on all wiki.txt "
                   "documents, span-corrupted as in pretraining and spread evenly among the name prompts, so that "
                   "finetuning keeps rehearsing what pretraining stored."},
+    )
+    device_data: bool = field(
+        default=False,
+        metadata={"help": "Build each step's batch with tensor operations on the training device "
+                  "(data_scripts/device_batches.py: the same name-prompt rows in the same order, and with "
+                  "--replay_pretraining the same distribution of corruptions, other draws; a fixed number of packed "
+                  "rows per step) instead of the datasets path and a DataLoader. One process only."},
     )
     freeze_parameters: str | None = field(
         default=None,
@@ -108,12 +117,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = model.config
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
-    dataset = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
+    prompts = dataset = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
     deviations, on_epoch_start = {}, None
     if data_args.replay_pretraining:
         corrupted, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
         dataset, on_epoch_start = InterleavedDataset(dataset, corrupted), corruption.set_epoch
         deviations["replayed_documents"] = len(corrupted)
+    examples = len(dataset)
+    if data_args.device_data:  # the prompts first, as InterleavedDataset(prompts, documents) orders them
+        encoded = EncodedExamples(tokenizer, block, documents=docs["text"] if data_args.replay_pretraining else None,
+                                  prompts=prompts, prompts_first=True, device=accelerator.device)
+        dataset = DeviceBatches(encoded, args.per_device_train_batch_size, seed=args.seed, shuffle=args.shuffle,
+                                packing=args.packing)
+        deviations["device_data"] = True
     if data_args.freeze_parameters is not None:
         frozen = freeze_matching(model, data_args.freeze_parameters)
         deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen)} tensors)"
@@ -123,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         title=f"chargpt finetuned on birthplaces ({config.position_embedding_type} positions, "
               f"{config.attention_type} attention, {'pretrained' if pretrained else 'no pretraining'})",
         stage="finetuning (name prompts)", initialised_from=data_args.model_name_or_path or "scratch",
-        data=data_args.finetune_corpus_path, examples=len(dataset), **deviations,
+        data=data_args.finetune_corpus_path, examples=examples, **deviations,
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,

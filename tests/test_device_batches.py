@@ -258,6 +258,20 @@ def test_a_batch_reads_nothing_back_from_the_device(mixed, monkeypatch, refuse_h
         mixed.dropped()
 
 
+def _examples(ids: torch.Tensor, labels: torch.Tensor, n: int) -> list[dict]:
+    return [{"input_ids": ids[i].tolist(), "labels": labels[i].tolist()} for i in range(n)]
+
+
+def _assert_packed_like_the_collator(packed: dict, examples: list[dict]) -> None:
+    """The packed rows hold the tokens and targets of `PackedCollator`'s rows for the same examples, placed
+    elsewhere (plus empty filler)."""
+    reference = PackedCollator(BLOCK)(examples)
+    for key in ("input_ids", "labels"):
+        assert sorted(packed[key].flatten().tolist()) == sorted(
+            reference[key].flatten().tolist() + [0 if key == "input_ids" else IGNORE_INDEX]
+            * (packed[key].numel() - reference[key].numel()))
+
+
 @pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
 def test_packed_batches_keep_the_padded_loss(mixed, position_embedding_type):
     """The packed rows hold the same targets as the reference's padded batch of the same examples, with
@@ -273,13 +287,8 @@ def test_packed_batches_keep_the_padded_loss(mixed, position_embedding_type):
         ids, labels, lengths = mixed.example_rows(step)
         packed, dropped = pack_examples(ids, labels, lengths, mixed.rows)
         assert int(dropped) == 0
-        n = mixed.num_examples(step)
-        examples = [{"input_ids": ids[i].tolist(), "labels": labels[i].tolist()} for i in range(n)]
-        reference = PackedCollator(BLOCK)(examples)
-        for key in ("input_ids", "labels"):  # the same tokens and targets, placed elsewhere
-            assert sorted(packed[key].flatten().tolist()) == sorted(
-                reference[key].flatten().tolist() + [0 if key == "input_ids" else IGNORE_INDEX]
-                * (packed[key].numel() - reference[key].numel()))
+        examples = _examples(ids, labels, mixed.num_examples(step))
+        _assert_packed_like_the_collator(packed, examples)
         with torch.no_grad():
             ours = model(**{k: v for k, v in packed.items()}).loss
             padded = model(**pad_collate(examples)).loss
@@ -369,3 +378,34 @@ def test_bench_data_reports_both_paths(corpus, tmp_path, capsys):
     capsys.readouterr()
     assert run_cli(bench.main, ["--data_dir", str(tmp_path / "nowhere")]) == 1
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
+
+
+def test_finetuning_batches_are_the_dataloader_batches(corpus):
+    """Finetuning (`train_finetune.py --device_data True`): the name prompts alone, no documents. Unshuffled, every
+    step holds exactly the DataLoader's padded batch (the last one's missing rows empty); shuffled, each epoch holds
+    every prompt once; packed, a step holds the tokens and targets of `PackedCollator`'s rows, dropping
+    nothing."""
+    _, tok, prompts = corpus
+    encoded = EncodedExamples(tok, BLOCK, prompts=prompts, prompts_first=True)
+    assert encoded.num_documents == 0 and len(encoded) == len(prompts) == 10
+    batches = DeviceBatches(encoded, 4, seed=1, packing=False)
+    loader = DataLoader(prompts.with_format("torch"), batch_size=4, collate_fn=pad_collate)
+    assert len(batches) == len(loader) == 3
+    for step, batch in enumerate(list(loader) * 2):  # two epochs
+        ours, n = batches(step), len(batch["input_ids"])
+        assert ours["num_examples"] == n
+        assert torch.equal(ours["input_ids"][:n], batch["input_ids"]) and torch.equal(ours["labels"][:n],
+                                                                                       batch["labels"])
+        assert bool((ours["input_ids"][n:] == tok.pad_token_id).all() and (ours["labels"][n:] == IGNORE_INDEX).all())
+    shuffled = DeviceBatches(encoded, 4, seed=1, shuffle=True, packing=False)
+    rows = {tuple(r) for r in prompts["input_ids"]}
+    for epoch in range(2):
+        seen = [tuple(r) for k in range(3) for r in shuffled(epoch * 3 + k)["input_ids"][: shuffled.num_examples(k)]
+                .tolist()]
+        assert sorted(seen) == sorted(rows)
+    packed = DeviceBatches(encoded, 4, seed=1)
+    for step in range(3):
+        padded = batches(step)
+        _assert_packed_like_the_collator(packed(step), _examples(padded["input_ids"], padded["labels"],
+                                                                  padded["num_examples"]))
+    assert packed.dropped() == 0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from accelerate import Accelerator
 from processes import run_concurrently
 from safetensors.torch import load_file
 
@@ -153,6 +154,41 @@ def test_device_data_pretraining_learns_checkpoints_and_resumes_identically(worl
     assert all(torch.equal(reference[k], resumed[k]) for k in reference)
     assert "| device_data | True |" in (straight / "README.md").read_text()
     assert built[-10:] == list(range(10, 20))  # the resumed run built steps 10..19 on the device
+
+
+def finetune_args(world: Path, out: Path, *extra: str) -> list[str]:
+    return ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, *QUIET,
+            "--per_device_train_batch_size", "8", "--checkpointing_steps", "0", *extra]
+
+
+def test_device_data_finetuning_trains_as_the_dataloader_path(world, tmp_path, monkeypatch, capsys):
+    """--device_data True in finetuning: unpacked, its batches are exactly the DataLoader's, so a run (dropout on)
+    ends with the same losses and weights; packed with replayed documents, an epoch has the replay's steps; in
+    more than one process it is a one-line error."""
+    common = ["--num_train_epochs", "2", "--learning_rate", "3e-3", "--packing", "False"]
+    loader, device = tmp_path / "loader", tmp_path / "device"
+    assert run_cli(train_finetune.main, finetune_args(world, loader, *common)) == 0
+    assert run_cli(train_finetune.main, finetune_args(world, device, *common, "--device_data", "True")) == 0
+    results = [json.loads((out / "train_results.json").read_text()) for out in (loader, device)]
+    assert results[0]["losses"] == results[1]["losses"] and results[1]["global_step"] == 10  # 40 questions, batch 8
+    reference, ours = load_file(loader / "model.safetensors"), load_file(device / "model.safetensors")
+    assert all(torch.equal(reference[k], ours[k]) for k in reference)
+    card = (device / "README.md").read_text()
+    assert "| device_data | True |" in card and "| examples | 40 |" in card
+
+    replay = tmp_path / "replay"
+    assert run_cli(train_finetune.main, finetune_args(world, replay, "--max_steps", "3", "--replay_pretraining",
+                                                      "True", "--device_data", "True")) == 0
+    summary = json.loads((replay / "train_results.json").read_text())
+    n = len(load_pretrain_corpus(world / "wiki.txt")[1]) + 40
+    assert summary["global_step"] == 3 and summary["epoch"] == round(3 / -(-n // 8), 3)
+
+    capsys.readouterr()
+    monkeypatch.setattr(Accelerator, "num_processes", property(lambda self: 2))
+    assert run_cli(train_finetune.main, finetune_args(world, tmp_path / "two", "--device_data", "True")) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --device_data True runs in one process; launch without --num_processes")
 
 
 def test_finetuning_with_replay_and_frozen_parameters(world, tmp_path, monkeypatch):
