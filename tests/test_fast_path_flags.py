@@ -14,6 +14,7 @@ import training.loop
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from training import TrainingArguments, UsageError, build_optimizer, load_chargpt, make_accelerator, train
 from training.precision import allow_tf32
+from training.syncing import LossWindow
 
 DATA = [{"input_ids": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(i)),
          "labels": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(100 + i))} for i in range(8)]
@@ -100,6 +101,16 @@ def test_a_compiled_run_trains_like_eager_and_saves_the_plain_model(tmp_path):
         assert not any(key.startswith("_orig_mod") for key in load_file(weights)), weights
     loaded, _ = load_chargpt(str(tmp_path / "compiled"))
     assert all(torch.equal(trained[k], v) for k, v in loaded.state_dict().items())
+
+
+def test_the_loss_window_keeps_a_copy_of_each_loss(tmp_path):
+    """Under CUDA graphs (`--torch_compile_mode reduce-overhead`) a step's loss is an output buffer that the next
+    replay overwrites in place, before the window reads it back: the window must hold its own copy."""
+    window, loss = LossWindow(tmp_path, sync_steps=2), torch.tensor(2.5)
+    window.add(1, 0, loss)
+    loss.fill_(float("nan"))  # what the next replay does to the buffer
+    window.read_back(next_update=2)
+    assert window.take() == [(1, 0, 2.5)]
 
 
 def test_an_unknown_compile_mode_is_a_usage_error(tmp_path):

@@ -34,8 +34,12 @@ class LossWindow:
         self._ready: list[tuple[int, int, float]] = []  # read back, finite, not yet taken
 
     def add(self, step: int, epoch: int, loss: torch.Tensor) -> None:
-        """Keep optimizer step `step`'s loss (of 0-based `epoch`) without reading it."""
-        self._pending.append((step, epoch, loss.detach()))
+        """Keep optimizer step `step`'s loss (of 0-based `epoch`) without reading it.
+
+        A copy on the device, not the tensor itself: under `--torch_compile_mode reduce-overhead` the loss lives in a
+        CUDA graph's output buffer, which the next step's replay overwrites (torch then refuses to read it).
+        """
+        self._pending.append((step, epoch, loss.detach().clone()))
 
     def read_back(self, next_update: int) -> None:
         """One transfer for the whole window; a NaN or infinite loss raises, naming the last good checkpoint.
