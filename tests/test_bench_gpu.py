@@ -1,0 +1,104 @@
+"""benchmarks/bench_gpu.py on a CPU (tiny model, tiny corpus, a few steps): what a GPU session will run is checked
+here, where there is no GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from test_readme_commands import load
+
+from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset
+from modeling_chargpt import IGNORE_INDEX, CharTokenizer
+from training.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK, BATCH, STEPS, WARMUP = 64, 8, 6, 2
+TINY = f"--n_layer 1 --n_head 2 --n_embd 32 --block_size {BLOCK} --per_device_train_batch_size {BATCH}"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load("benchmarks/bench_gpu.py")
+
+
+@pytest.fixture
+def tiny_data(tmp_path) -> Path:
+    """A wiki.txt of 37 short documents of varied lengths (5 batches of 8 per epoch)."""
+    letters = "abcdefghijklmnopqrstuvwxyz .,"
+    docs = ["".join(letters[(5 * i + k) % len(letters)] for i in range(20 + 3 * k)) for k in range(36)]
+    (tmp_path / "wiki.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def datasets_path_useful_targets(wiki: Path, steps: range) -> list[int]:
+    """Non-PAD targets of the given 1-based steps of the `datasets` path (seed 0, reference order), built here."""
+    text, docs = load_pretrain_corpus(wiki)
+    dataset, corruption = span_corruption_dataset(docs, CharTokenizer.from_corpus(text), BLOCK, seed=0)
+    per_epoch = math.ceil(len(dataset) / BATCH)
+    counts = []
+    for step in steps:
+        epoch, k = divmod(step - 1, per_epoch)
+        corruption.set_epoch(epoch)
+        batch = PackedCollator(BLOCK)([dataset[i] for i in range(k * BATCH, min((k + 1) * BATCH, len(dataset)))])
+        counts.append(int((batch["labels"][:, 1:] != IGNORE_INDEX).sum()))
+    return counts
+
+
+def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_data, tmp_path, monkeypatch):
+    # A named variant whose flag train_pretrain.py does not take is skipped with its reason (new flags plug in).
+    monkeypatch.setitem(bench.VARIANTS, "future", ("a flag not there yet", ["--no_such_flag", "1"]))
+    out = tmp_path / "bench.json"
+    argv = ["--data_dir", str(tiny_data), "--steps", str(STEPS), "--warmup_steps", str(WARMUP), "--extra", TINY,
+            "--variants", "today,future,fast", "--variant", "sparse=--device_data True --sync_steps 4",
+            "--out", str(out), "--work_dir", str(tmp_path / "runs")]
+    assert run_cli(bench.main, argv) == 0
+    result = json.loads(out.read_text())
+    rows = {row["variant"]: row for row in result["rows"]}
+    assert list(rows) == ["today", "fast", "sparse"]
+    [skipped] = result["skipped"]
+    assert skipped["variant"] == "future" and "--no_such_flag" in skipped["reason"]
+    assert result["device_type"] == "cpu" and result["torch"] == torch.__version__
+    assert result["command"].startswith("python benchmarks/bench_gpu.py --data_dir")
+    # 37 documents (36 lines and the reference's final empty one) in batches of 8: 5 steps per epoch, 650 epochs.
+    assert (result["documents"], result["steps_per_epoch"], result["full_pretraining_steps"]) == (37, 5, 3250)
+    for row in rows.values():
+        assert row["steps_per_s"] > 0 and row["seconds_timed"] > 0 and math.isfinite(row["loss_tail_mean"])
+        assert row["gpu_utilization_percent"] is None and row["peak_memory_mib"] is None  # not measured on a CPU
+        assert row["projected_full_pretraining_s"] > row["seconds_before_window"]
+        assert 0 < row["useful_tokens_timed"] <= row["steps_timed"] * BATCH * (BLOCK - 1)
+        assert (tmp_path / "runs" / row["variant"] / "model.safetensors").is_file()  # each was a real, saved run
+    # On a CPU every step is read back (its default and --sync_steps 1): timed from step 2 to 6. Read back every
+    # 4th step (and at the last), the window is steps 4 to 6 and holds one read-back.
+    assert rows["today"]["steps_timed"] == rows["fast"]["steps_timed"] == STEPS - WARMUP
+    assert (rows["sparse"]["steps_timed"], rows["sparse"]["read_backs_timed"]) == (2, 1)
+    # The useful targets counted in the loop are those of the batches the datasets path builds for steps 3..6.
+    assert rows["today"]["useful_tokens_timed"] == sum(datasets_path_useful_targets(tiny_data / "wiki.txt",
+                                                                                    range(WARMUP + 1, STEPS + 1)))
+
+
+def test_bench_gpu_reports_bad_input_in_one_line(bench, tiny_data, capsys):
+    base = ["--data_dir", str(tiny_data), "--steps", "4", "--warmup_steps", "1"]
+    cases = {
+        ("--variants", "today,tomorrow"): "--variants: unknown variant 'tomorrow'",
+        ("--variant", "no-equals-sign"): "--variant 'no-equals-sign': expected NAME=FLAGS",
+        ("--variant", "mine=--no_such_flag 1"): "variant mine: Some specified arguments are not used",
+        ("--variants", "fast", "--variant", "fast=--sync_steps 2"): "each name once",
+        ("--extra", "--n_layers 1"): "--extra: Some specified arguments are not used",
+        ("--warmup_steps", "4"): "--steps (4) must exceed --warmup_steps (4)",
+    }
+    for args, message in cases.items():
+        assert run_cli(bench.main, [*base, *args]) == 1, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and message in err and "\n" not in err, (args, err)
+
+
+def test_fp32_settings_a_variant_changes_are_put_back(bench):
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    with bench.restoring_fp32_settings():
+        matmul.fp32_precision = "tf32"
+    assert matmul.fp32_precision == before != "tf32"
