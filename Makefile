@@ -11,9 +11,9 @@ demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
 test:            ## what CI runs: fresh venv, install, ruff, pytest
 	bash .ci/run
 
-reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [SYNTH=1] [SEEDS=0,1,2]
+reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off]
 	. .venv/bin/activate && python scripts/run_experiments.py --data_dir $(DATA) --out_dir $(OUT) \
-		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,)
+		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto)
 
 lint:
 	. .venv/bin/activate && ruff check .

@@ -315,3 +315,37 @@ def test_a_flag_a_later_stage_rejects_stops_the_run_before_the_first_stage(tmp_p
         "train_finetune.py: Some specified arguments are not used by the HfArgumentParser: "
         f"['--mixed_qa_corpus_path', '{world / 'birth_places_train.tsv'}']"]
     assert not (tmp_path / "exp").exists()  # no stage ran, no folder made
+
+
+def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch):
+    """The pretraining command run_experiments.py launches, on a CUDA device and on a CPU (the device check
+    patched), for each --fast_path: the GPU fast path adds --device_data True; a CPU run is today's command."""
+    experiments = _load_script("run_experiments")
+
+    class Launched(Exception):
+        pass
+
+    def first_launch(cuda: bool, mode: str) -> list[str]:
+        launched = []
+
+        def run(cmd: list[str], log: Path) -> float:
+            launched.append(cmd)
+            raise Launched  # no training: only the command is checked
+
+        monkeypatch.setattr(experiments, "cuda_available", lambda: cuda)
+        monkeypatch.setattr(experiments, "run", run)
+        monkeypatch.setattr(sys, "argv", ["run_experiments.py", "--data_dir", str(tmp_path / "data"), "--out_dir",
+                                          str(tmp_path / "out"), "--variants", "rope", "--skip_baselines",
+                                          "--fast_path", mode, "--extra", "--sync_steps 0"])
+        with pytest.raises(Launched):
+            experiments.main()
+        [cmd] = launched
+        return cmd[cmd.index(str(ROOT / "train_pretrain.py")) + 1:]
+
+    today = first_launch(cuda=False, mode="auto")
+    assert "--device_data" not in today and today == first_launch(cuda=True, mode="off")
+    fast = first_launch(cuda=True, mode="auto")
+    at = fast.index("--device_data")
+    assert fast[at:at + 2] == ["--device_data", "True"] and fast[:at] + fast[at + 2:] == today
+    assert fast[-2:] == ["--sync_steps", "0"]  # the user's flags come last, so they override the fast path's
+    assert first_launch(cuda=False, mode="on") == fast
