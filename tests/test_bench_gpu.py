@@ -1,10 +1,12 @@
-"""benchmarks/bench_gpu.py on a CPU (tiny model, tiny corpus, a few steps): what a GPU session will run is checked
-here, where there is no GPU."""
+"""benchmarks/bench_gpu.py on a CPU (tiny model, tiny corpus, a few steps) and scripts/gpu_session.sh's commands:
+what a GPU session will run is checked here, where there is no GPU."""
 
 from __future__ import annotations
 
 import json
 import math
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,27 @@ def test_fp32_settings_a_variant_changes_are_put_back(bench):
     with bench.restoring_fp32_settings():
         matmul.fp32_precision = "tf32"
     assert matmul.fp32_precision == before != "tf32"
+
+
+def session_commands(env: dict[str, str]) -> list[list[str]]:
+    proc = subprocess.run(["bash", "scripts/gpu_session.sh", "commands"], cwd=ROOT, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", **env}, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return [shlex.split(line) for line in proc.stdout.splitlines()]
+
+
+def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path):
+    assert subprocess.run(["bash", "-n", "scripts/gpu_session.sh"], cwd=ROOT).returncode == 0
+    commands = session_commands({"OUT": str(tmp_path / "out")})
+    assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py"]
+    bench_cmd, full_cmd = commands
+    opts = bench.build_parser().parse_args(bench_cmd[2:])
+    assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
+    assert all(name in bench.VARIANTS for name in opts.variants.split(","))
+    assert opts.out == str(tmp_path / "out" / "bench_gpu.json")
+    experiments = load("scripts/run_experiments.py")
+    opts = experiments.build_parser().parse_args(full_cmd[2:])
+    experiments.check_all_stage_flags(opts)
+    # The faithful rope pretraining on the fast path, 650 epochs: nothing in the command shortens it.
+    assert (opts.recipe, opts.variants, opts.fast_path, opts.pretrain_epochs) == ("reference", "rope", "on", None)
+    assert "--max_steps" not in opts.extra and "--num_train_epochs" not in opts.extra

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# One GPU session in one device call (issue 23): the GPU benchmark, then as much of the faithful fast-path run as the
+# time allows; everything worth keeping goes to $OUT (at most 8 files, each named below).
+#
+#   bash scripts/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
+#   run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
+#   bash scripts/gpu_session.sh commands    # print the Python commands it would run (the tests parse them)
+#
+# `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
+# device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
+# into .gpu/, which it adds to .git/info/exclude. On the device the script installs those wheels, then runs:
+#   1. benchmarks/bench_gpu.py: today's loop vs the fast path vs the compiled fast path (BENCH_STEPS steps each;
+#      variants whose flags train_pretrain.py does not take yet are skipped and named)  -> bench_gpu.json
+#   2. if the time left fits the fast path's projected pretraining: scripts/run_experiments.py as `make reproduce`
+#      runs it, for rope, seed 0, on the fast path: the 650-epoch pretraining timed end to end, the reference
+#      finetuning, dev and test predictions  -> faithful_rope_results.json, faithful_rope.{dev,test}.predictions,
+#      faithful_rope_{pretrain,finetune}.log
+#   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
+#   530) after it began.
+set -uo pipefail
+
+DATA=${DATA:-.gpu/data}
+OUT=${OUT:-out/gpu-session}
+WORK=${WORK:-out/gpu-session-work}
+BUDGET=${BUDGET:-530}
+BENCH_STEPS=${BENCH_STEPS:-300}
+BENCH_WARMUP=${BENCH_WARMUP:-50}  # steps before the timed window
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
+BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled}
+BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
+FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
+PY=${PYTHON:-python3}
+WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
+
+BENCH=(benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmup_steps "$BENCH_WARMUP" --variants "$BENCH_VARIANTS"
+       --extra "$BENCH_EXTRA" --out "$OUT/bench_gpu.json")
+FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
+      --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA")
+
+left() { echo $((BUDGET - SECONDS)); }
+stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
+
+environment() {
+  export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+  if compgen -G ".gpu/whl/*.whl" > /dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .gpu/whl/*.whl || { echo "wheel install failed"; return 1; }
+    export PYTHONPATH=/tmp/site:$PWD
+  else
+    echo "no wheels in .gpu/whl (bash scripts/gpu_session.sh prepare makes them): using what is installed"
+    export PYTHONPATH=$PWD
+  fi
+  nvidia-smi -L 2>&1 || true
+  # The project's own imports (datasets, evaluate, transformers, accelerate) and the versions found.
+  "$PY" -c '
+import importlib.metadata as md, sys, torch
+import data_scripts, evaluation, training
+cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "NO CUDA DEVICE"
+found = ", ".join(f"{p} {md.version(p)}" for p in ("transformers", "accelerate", "datasets", "evaluate"))
+print("python", sys.version.split()[0], "| torch", torch.__version__, "cuda", torch.version.cuda, "|", cuda, "|", found)
+' || { echo "the project does not import here: stopping"; return 1; }
+  [ -f "$DATA/wiki.txt" ] || { echo "no $DATA/wiki.txt (bash scripts/gpu_session.sh prepare copies it)"; return 1; }
+}
+
+session() {
+  stage "environment"
+  environment || return 1
+
+  stage "1. benchmark: $(printf '%q ' "${BENCH[@]}")"
+  local limit=$(( $(left) - 240 < BENCH_TIMEOUT ? $(left) - 240 : BENCH_TIMEOUT ))
+  timeout "$(( limit > 60 ? limit : 60 ))" "$PY" "${BENCH[@]}" \
+    || echo "the benchmark ended with status $? (its finished variants are in bench_gpu.json)"
+
+  # The full run needs the fast path's projected pretraining plus about 120 s of launches, finetuning, evaluation.
+  local need
+  need=$("$PY" -c '
+import json, sys
+rows = {r["variant"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+print(round(rows["fast"]["projected_full_pretraining_s"] + 120) if "fast" in rows else 300)
+' "$OUT/bench_gpu.json" 2>/dev/null || echo 300)
+  if [ "$(left)" -ge "$need" ]; then
+    stage "2. faithful rope on the fast path, 650 epochs, finetuning, dev and test (about ${need}s needed," \
+          "$(left)s left): $(printf '%q ' "${FULL[@]}")"
+    timeout "$(left)" "$PY" "${FULL[@]}" || echo "the full run ended with status $? (what finished is copied)"
+  else
+    stage "2. skipped: the full run needs about ${need}s, $(left)s are left"
+  fi
+
+  stage "collect"
+  local run=$WORK/faithful/rope-causal-seed0 pair
+  for pair in "$WORK/faithful/results.json:faithful_rope_results.json" \
+              "$run.dev.predictions:faithful_rope.dev.predictions" \
+              "$run.test.predictions:faithful_rope.test.predictions" \
+              "$run-pretrain.log:faithful_rope_pretrain.log" "$run-finetune.log:faithful_rope_finetune.log"; do
+    if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
+  done
+  ls -l "$OUT"
+  echo "done in ${SECONDS}s"
+}
+
+case "${1:-run}" in
+  commands)
+    printf '%q ' "$PY" "${BENCH[@]}"; echo
+    printf '%q ' "$PY" "${FULL[@]}"; echo ;;
+  prepare)
+    set -e
+    SRC=${DATA_SRC:-../shared/data}
+    mkdir -p .gpu/data .gpu/whl
+    cp "$SRC"/wiki.txt "$SRC"/birth_places_train.tsv "$SRC"/birth_dev.tsv "$SRC"/birth_test_inputs.tsv .gpu/data/
+    exclude=$(git rev-parse --git-path info/exclude)
+    grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .gpu/whl "${WHEELS[@]}"
+    ls -l .gpu/data .gpu/whl
+    echo 'ready: run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)' ;;
+  run)
+    mkdir -p "$OUT" "$WORK"
+    session 2>&1 | tee -a "$OUT/session.log" ;;
+  *)
+    echo "usage: bash scripts/gpu_session.sh [run|prepare|commands]" >&2
+    exit 2 ;;
+esac
