@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import logging
 import math
 import shlex
 import statistics
@@ -45,6 +46,8 @@ from training import loop
 from training.cli import UsageError, check_flags, parse_args, run_cli
 from training.files import atomic_write_json
 from training.syncing import LossWindow
+
+logger = logging.getLogger("bench_gpu")
 
 # Named variants: (what it is, flags for train_pretrain.py). A variant whose flags train_pretrain.py does not take
 # yet is skipped with the reason, so new flags plug in by adding a line here.
@@ -275,6 +278,8 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
 
 def table(rows: list[dict]) -> str:
     """The results as a Markdown table, the first variant as the yardstick."""
+    if not rows:
+        return "(no variant finished)"
     lines = ["| variant | steps/s | useful tokens/s | vs first | GPU util. | peak memory | loss (last tenth) | "
              "650 epochs (projected) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
@@ -318,20 +323,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "documents": len(docs), "position_embedding_type": opts.position_embedding_type, "seed": opts.seed,
         "steps": opts.steps, "warmup_steps": opts.warmup_steps, "batch_size": args.per_device_train_batch_size,
         "epochs": args.num_train_epochs, "steps_per_epoch": steps_per_epoch, "full_pretraining_steps": full_steps,
-        "rows": [], "skipped": skipped,
+        "rows": [], "skipped": skipped, "failed": [],
     }
     with tempfile.TemporaryDirectory(prefix="bench_gpu-") as tmp:
         work_dir = Path(opts.work_dir or tmp)
         for name, what, flags in variants:
-            results["rows"].append(run_variant(name, what, flags, opts, work_dir, full_steps, device))
+            try:
+                results["rows"].append(run_variant(name, what, flags, opts, work_dir, full_steps, device))
+            except Exception as err:  # one variant failing (say, compilation) leaves the others to measure
+                logger.exception("variant %s failed", name)
+                results["failed"].append({"variant": name, "flags": shlex.join(flags),
+                                          "error": f"{type(err).__name__}: {err}"})
             if opts.out:
                 atomic_write_json(opts.out, results)
     print(f"\n{results['device']}, torch {results['torch']}; {opts.steps} steps per variant "
           f"({opts.position_embedding_type}), timed after step {opts.warmup_steps}; projected: {full_steps:,} steps "
           f"({args.num_train_epochs} epochs × {steps_per_epoch})\n\n{table(results['rows'])}")
+    for failed in results["failed"]:
+        print(f"FAILED {failed['variant']}: {failed['error']}")
     if opts.out:
         print(f"\nresults in {opts.out}")
-    return 0
+    return 1 if results["failed"] else 0
 
 
 if __name__ == "__main__":

@@ -106,7 +106,8 @@ case "${1:-run}" in
     set -e
     SRC=${DATA_SRC:-../shared/data}
     mkdir -p .gpu/data .gpu/whl
-    cp "$SRC"/wiki.txt "$SRC"/birth_places_train.tsv "$SRC"/birth_dev.tsv "$SRC"/birth_test_inputs.tsv .gpu/data/
+    install -m 644 "$SRC"/wiki.txt "$SRC"/birth_places_train.tsv "$SRC"/birth_dev.tsv "$SRC"/birth_test_inputs.tsv \
+        .gpu/data/
     exclude=$(git rev-parse --git-path info/exclude)
     grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
     "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -56,11 +56,14 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
     out = tmp_path / "bench.json"
     argv = ["--data_dir", str(tiny_data), "--steps", str(STEPS), "--warmup_steps", str(WARMUP), "--extra", TINY,
             "--variants", "today,future,fast", "--variant", "sparse=--device_data True --sync_steps 4",
+            "--variant", f"broken=--mixed_qa_corpus_path {tmp_path / 'missing.tsv'}",
             "--out", str(out), "--work_dir", str(tmp_path / "runs")]
-    assert run_cli(bench.main, argv) == 0
+    assert run_cli(bench.main, argv) == 1  # one variant failed; the others were measured all the same
     result = json.loads(out.read_text())
     rows = {row["variant"]: row for row in result["rows"]}
     assert list(rows) == ["today", "fast", "sparse"]
+    [failed] = result["failed"]
+    assert failed["variant"] == "broken" and "missing.tsv" in failed["error"]
     [skipped] = result["skipped"]
     assert skipped["variant"] == "future" and "--no_such_flag" in skipped["reason"]
     assert result["device_type"] == "cpu" and result["torch"] == torch.__version__
