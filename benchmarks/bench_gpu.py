@@ -184,7 +184,11 @@ class UtilisationSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.samples.append((time.perf_counter(), torch.cuda.utilization(self.device)))
+            try:
+                self.samples.append((time.perf_counter(), torch.cuda.utilization(self.device)))
+            except Exception as err:  # NVML failing mid-run: keep what was sampled, say why it stopped
+                self.unavailable = f"sampling stopped: {type(err).__name__}: {err}"
+                return
 
     def mean(self, start: float, end: float) -> tuple[float | None, int]:
         """Mean utilisation (%) of the samples taken between `start` and `end`, and how many there were."""
