@@ -285,7 +285,7 @@ def table(rows: list[dict]) -> str:
     if not rows:
         return "(no variant finished)"
     lines = ["| variant | steps/s | useful tokens/s | vs first | GPU util. | peak memory | loss (last tenth) | "
-             "650 epochs (projected) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "full pretraining (projected) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         util = "-" if row["gpu_utilization_percent"] is None else f"{row['gpu_utilization_percent']:.0f}%"
         memory = "-" if row["peak_memory_mib"] is None else f"{row['peak_memory_mib']:,} MiB"
