@@ -16,7 +16,7 @@ _EXPORTS = {
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["DataFileError", "ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
-    "mixing": ["InterleavedDataset", "even_interleaving"],
+    "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset, truncation_range
     from .device_batches import DeviceBatches, EncodedExamples
     from .loading import DataFileError, ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length, read_text_file
-    from .mixing import InterleavedDataset, even_interleaving
+    from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
     from .packing import PackedCollator, pad_collate, pad_fraction
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
@@ -51,6 +51,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "IGNORE_INDEX",
+    "PLACEMENTS",
     "DataFileError",
     "DeviceBatches",
     "EncodedExamples",
@@ -64,12 +65,14 @@ __all__ = [
     "generate_synthetic_world",
     "load_pretrain_corpus",
     "load_qa_tsv",
+    "mixed_order",
     "name_prompt_dataset",
     "name_prompt_example",
     "name_prompt_text",
     "pad_collate",
     "pad_fraction",
     "prompt_length",
+    "question_documents",
     "read_text_file",
     "span_corruption_dataset",
     "truncation_range",

@@ -43,7 +43,7 @@ import torch
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, packed_causal_mask
 
 from .corruption import truncation_range
-from .mixing import even_interleaving
+from .mixing import check_order, even_interleaving
 
 if TYPE_CHECKING:
     import datasets
@@ -178,7 +178,8 @@ class EncodedExamples:
     (M, block_size) tensors), in epoch order.
 
     With both, the epoch is `InterleavedDataset`'s `even_interleaving` of the two, documents first unless
-    ``prompts_first`` (finetuning with replay puts the prompts first).
+    ``prompts_first`` (finetuning with replay puts the prompts first), or ``order``: ``(0, document)`` and
+    ``(1, prompt)`` pairs, as `mixed_order` gives them.
     """
 
     def __init__(
@@ -189,10 +190,13 @@ class EncodedExamples:
         documents: Sequence[str] | None = None,
         prompts: datasets.Dataset | Mapping[str, torch.Tensor] | None = None,
         prompts_first: bool = False,
+        order: Sequence[tuple[int, int]] | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
         if documents is None and prompts is None:
             raise ValueError("EncodedExamples needs documents, prompts, or both")
+        if order is not None and prompts_first:
+            raise ValueError("give prompts_first or an order, not both")
         self.block_size = block_size
         self.device = torch.device(device)
         self.pad_token_id = tokenizer.pad_token_id
@@ -220,7 +224,10 @@ class EncodedExamples:
         self.prompt_lengths = prompt_lengths.to(self.device)
         self.num_documents, self.num_prompts = len(documents), int(prompt_ids.shape[0])
         # keys: k < num_documents is document k, otherwise prompt k - num_documents
-        if self.num_documents and self.num_prompts:
+        if order is not None:
+            order = check_order(order, range(self.num_documents), range(self.num_prompts))
+            keys = [k + (self.num_documents if s else 0) for s, k in order]
+        elif self.num_documents and self.num_prompts:
             sizes = (self.num_prompts, self.num_documents) if prompts_first else (self.num_documents, self.num_prompts)
             prompt_source = 0 if prompts_first else 1
             keys = [k + (self.num_documents if s == prompt_source else 0) for s, k in even_interleaving(*sizes)]

@@ -1,16 +1,20 @@
-"""Mixed training's interleaving: every item once, in order, spread evenly; corruption still re-drawn per epoch."""
+"""Mixed training's interleaving: every item once, in order, spread evenly; corruption still re-drawn per epoch;
+repeats and questions placed before their documents (mixed_order, question_documents)."""
 
 from __future__ import annotations
 
 import pytest
 
 from data_scripts import (
+    DataFileError,
     InterleavedDataset,
     PackedCollator,
     even_interleaving,
     load_pretrain_corpus,
     load_qa_tsv,
+    mixed_order,
     name_prompt_dataset,
+    question_documents,
     span_corruption_dataset,
 )
 from modeling_chargpt import CharTokenizer
@@ -70,3 +74,85 @@ def test_corruption_is_still_redrawn_every_epoch(mixed):
     assert data[first_prompt] == prompt0 == prompts[0]  # name prompts are fixed
     corruption.set_epoch(0)
     assert data[first_doc] == doc0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# mixed_order: --mixed_qa_repeats and --mixed_qa_placement
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_even_order_with_repeats_is_the_even_interleaving_of_repeated_passes():
+    assert mixed_order(7, 3) == even_interleaving(7, 3)  # repeats 1 is today's order, unchanged
+    order = mixed_order(4, 3, repeats=2)
+    assert order == [(1, 0), (0, 0), (1, 1), (0, 1), (1, 2), (1, 0), (0, 2), (1, 1), (0, 3), (1, 2)]
+    big = mixed_order(2938, 2000, repeats=3)
+    assert [k for s, k in big if s == 0] == list(range(2938))
+    assert [k for s, k in big if s == 1] == list(range(2000)) * 3  # three passes, each prompt in every one
+
+
+def test_before_document_puts_each_question_right_before_its_document():
+    # prompts 0 and 2 belong to document 2, prompt 1 to document 0; documents 1 and 3 have no question
+    assert mixed_order(4, 3, 1, [2, 0, 2]) == [(1, 1), (0, 0), (0, 1), (1, 0), (1, 2), (0, 2), (0, 3)]
+    # repeats 2: the second copy half an epoch later, right after the document found there
+    assert mixed_order(4, 3, 2, [2, 0, 2]) == [
+        (1, 1), (0, 0), (1, 0), (1, 2), (0, 1), (1, 0), (1, 2), (0, 2), (1, 1), (0, 3)]
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 3, 5])
+def test_before_document_counts_and_adjacency_at_the_real_size(repeats):
+    document_of = [(7 * i) % 2938 for i in range(2000)]  # a scrambled matching, distinct documents
+    order = mixed_order(2938, 2000, repeats, document_of)
+    assert [k for s, k in order if s == 0] == list(range(2938))
+    assert sorted(k for s, k in order if s == 1) == sorted(list(range(2000)) * repeats)
+    where: dict[int, list[int]] = {}
+    for i, (s, k) in enumerate(order):
+        if s == 1:
+            where.setdefault(k, []).append(i)
+    # one copy of each question sits right before its document (the first copy; later ones may wrap around)
+    assert all(any(order[i + 1] == (0, document_of[p]) for i in where[p]) for p in range(2000))
+    for p in (0, 999, 1999):  # a person's copies are 1/repeats of an epoch apart, give or take a few slots
+        gaps = [(b - a) % len(order) for a, b in zip(where[p], where[p][1:] + where[p][:1], strict=True)]
+        assert repeats == 1 or all(abs(g - len(order) / repeats) <= 3 for g in gaps), gaps
+
+
+def test_bad_orders_are_refused():
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        mixed_order(3, 2, 0)
+    with pytest.raises(ValueError, match="not among the 3 documents"):
+        mixed_order(3, 2, 1, [0, 3])
+    with pytest.raises(ValueError, match="outside the sources"):
+        InterleavedDataset([1, 2], [3], order=[(0, 0), (1, 1)])
+
+
+def test_interleaved_dataset_reads_in_the_given_order():
+    data = InterleavedDataset(["d0", "d1"], ["p0"], order=[(1, 0), (0, 1), (0, 0), (1, 0)])
+    assert [data[i] for i in range(len(data))] == ["p0", "d1", "d0", "p0"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# question_documents: matching a question's person to a document by name
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_real_training_questions_match_their_own_wiki_lines(data_dir):
+    _, docs = load_pretrain_corpus(data_dir / "wiki.txt")
+    qa = load_qa_tsv(data_dir / "birth_places_train.tsv")
+    # row i is wiki.txt line i (21 of the names have more than one line, two questions share one name)
+    assert question_documents(qa["question"], docs["text"], "train.tsv") == list(range(2000))
+
+
+def test_matching_prefers_the_name_layout_longer_names_and_takes_shared_names_in_order():
+    documents = ["Ann Lee was born in Oslo .", "Ann. Ann is a poet .", "Ann Lee. A painter .", "Annabel. x",
+                 "Bo Di (born 1900) .", "Ann Lee. Another Ann Lee ."]
+    questions = ["Where was Ann born?", "Where was Ann Lee born?", "Where was Bo Di born?", "Where was Ann Lee born?"]
+    # "Ann Lee." lines first (the real layout), in order; "Ann" never takes an "Ann Lee" line nor "Annabel"
+    assert question_documents(questions, documents, "q.tsv") == [1, 2, 4, 5]
+    # a third Ann Lee falls back to the line where the name is followed by a space
+    assert question_documents(questions + ["Where was Ann Lee born?"], documents, "q.tsv")[-1] == 0
+
+
+def test_a_question_without_a_document_or_a_name_is_a_one_line_error():
+    with pytest.raises(DataFileError, match=r"^q\.tsv:2: no document .* 'Cy'"):
+        question_documents(["Where was Bo born?", "Where was Cy born?"], ["Bo. x", "Cyril. y"], "q.tsv")
+    with pytest.raises(DataFileError, match=r"^q\.tsv:1: 'Who is Bo\?' is not 'Where was NAME born\?'"):
+        question_documents(["Who is Bo?"], ["Bo. x"], "q.tsv")

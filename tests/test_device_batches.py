@@ -21,6 +21,7 @@ from data_scripts import (
     SpanCorruption,
     load_pretrain_corpus,
     load_qa_tsv,
+    mixed_order,
     name_prompt_dataset,
     pad_collate,
     span_corruption_dataset,
@@ -223,6 +224,13 @@ def test_epochs_are_the_dataloader_epochs(corpus, mixed):
     first = EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, prompts_first=True)
     replay = InterleavedDataset(prompts, corrupted).order
     assert first.order.tolist() == [k if s == 1 else n_docs + k for s, k in replay]
+    order = mixed_order(n_docs, len(prompts), 2, list(range(len(prompts))))  # --mixed_qa_placement before_document
+    placed = EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=order)
+    assert placed.order.tolist() == [k if s == 0 else n_docs + k for s, k in order]
+    with pytest.raises(ValueError, match="not both"):
+        EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=order, prompts_first=True)
+    with pytest.raises(ValueError, match="outside the sources"):
+        EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=[(1, len(prompts))])
 
     shuffled = DeviceBatches(mixed.examples, 12, seed=3, shuffle=True, rows=8)
     epochs = [torch.cat([shuffled._keys(e * 4 + k)[0][: shuffled.num_examples(k)] for k in range(4)])
