@@ -230,3 +230,44 @@ def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restore
     finally:
         stop.restore()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_first_phase_trains_its_epochs_first_and_resumes_across_the_boundary(tmp_path, monkeypatch):
+    """`first_phase=(1, phase)` (pretraining's --qa_only_epochs): epoch 0 on `phase`, the rest on the main data;
+    a run stopped at the end of the phase epoch resumes into the main data as an uninterrupted run does."""
+    import string
+
+    from safetensors.torch import load_file
+
+    from modeling_chargpt import CharTokenizer
+    from training import loop, make_accelerator, train
+
+    tok = CharTokenizer.from_corpus(string.ascii_letters[:38])
+    torch.manual_seed(0)
+    main = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(10)]
+    phase = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(5)]
+    phase_rows = {tuple(example["input_ids"].tolist()) for example in phase}
+    seen, epoch_batches = [], loop._epoch_batches
+
+    def spy(accelerator, loader, state, on_epoch_start):
+        for batch in epoch_batches(accelerator, loader, state, on_epoch_start):
+            seen.append((state.epoch, {tuple(row) in phase_rows for row in batch["input_ids"].tolist()}))
+            yield batch
+
+    monkeypatch.setattr(loop, "_epoch_batches", spy)
+
+    def run(name: str, **kw):
+        args = TrainingArguments(output_dir=str(tmp_path / name), num_train_epochs=3, per_device_train_batch_size=4,
+                                 learning_rate=1e-3, report_to="none", disable_tqdm=True, **kw)
+        return train(make_accelerator(args), _tiny_model(), tok, main, torch.utils.data.default_collate, args,
+                     final_tokens=10_000, tokens_per_example=31, first_phase=(1, phase))
+
+    straight = run("straight", checkpointing_steps=0)
+    assert (straight.global_step, straight.epoch) == (8, 3.0)  # 2 batches of the phase (4+1), then 3 per epoch
+    assert seen == [(0, {True})] * 2 + [(1, {False})] * 3 + [(2, {False})] * 3
+    run("stopped", max_steps=2, checkpointing_steps=2)  # its checkpoint is at step 2: the end of the phase epoch
+    resumed = run("stopped", resume_from_checkpoint="latest", checkpointing_steps=0)
+    assert resumed.global_step == 8 and resumed.losses == straight.losses
+    assert seen[-6:] == seen[2:8]  # the resumed run went on with the main data's epochs 1 and 2
+    reference, weights = (load_file(tmp_path / name / "model.safetensors") for name in ("straight", "stopped"))
+    assert all(torch.equal(reference[k], weights[k]) for k in reference)

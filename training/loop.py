@@ -108,6 +108,7 @@ def train(
     final_tokens: int,
     tokens_per_example: int,
     on_epoch_start: Callable[[int], None] | None = None,
+    first_phase: tuple[int, torch.utils.data.Dataset | DeviceBatches] | None = None,
     card: dict | None = None,
     run_name: str = "chargpt",
 ) -> TrainResult:
@@ -118,25 +119,40 @@ def train(
     corruption transform re-draw for each epoch. A `DeviceBatches` (`--device_data True`) replaces the dataset,
     the collate function and the DataLoader: its batches are built on the device from the step alone. Losses are
     read back from the device every `--sync_steps` steps and before every save (`training.syncing`); the NaN
-    check, the logs and Ctrl-C act there.
+    check, the logs and Ctrl-C act there. `first_phase=(n, dataset)` trains the first n of the
+    `--num_train_epochs` on `dataset` instead (pretraining's QA-only epochs, `--qa_only_epochs`): an epoch is a pass
+    over whichever dataset it trains on, and `final_tokens` should count both.
     """
     card, start = dict(card or {}), time.perf_counter()
     optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
-    if isinstance(train_dataset, DeviceBatches):
+    phase_epochs, sources = 0, [train_dataset]
+    if first_phase is not None:
+        phase_epochs, sources = first_phase[0], [train_dataset, first_phase[1]]
+    on_device = [isinstance(source, DeviceBatches) for source in sources]
+    if any(on_device) and not all(on_device):
+        raise TypeError("the phases of a run must all be DeviceBatches or all be datasets")
+    if all(on_device):
         if accelerator.num_processes > 1:
             raise UsageError("--device_data True runs in one process; launch without --num_processes")
         model, optimizer = accelerator.prepare(model, optimizer)
-        loader = train_dataset
+        loaders = sources
     else:
-        loader = DataLoader(train_dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
-                            collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
-        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        loaders = [DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
+                              collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
+                   for source in sources]
+        model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
+
+    def loader_at(epoch: int) -> DataLoader | DeviceBatches:
+        return loaders[1] if epoch < phase_epochs else loaders[0]
+
+    def steps_in(epoch: int) -> int:
+        return len(loader_at(epoch))
+
     step_model = compile_model(model, args)
-    steps_per_epoch = len(loader)
-    state = _start_state(accelerator, args, schedule, steps_per_epoch)
-    total_steps = steps_per_epoch * args.num_train_epochs
+    state = _start_state(accelerator, args, schedule, steps_in)
+    total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card)
     save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule)
@@ -158,7 +174,7 @@ def train(
     restore_precision = allow_tf32(args.tf32, accelerator.device)
     try:
         while state.epoch < args.num_train_epochs and state.global_step < total_steps:
-            for batch in _epoch_batches(accelerator, loader, state, on_epoch_start):
+            for batch in _epoch_batches(accelerator, loader_at(state.epoch), state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
                 sync = _syncs_at(state.global_step + 1, sync_steps, args.checkpointing_steps, total_steps)
                 _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync)
@@ -189,11 +205,11 @@ def train(
         restore_precision()
     if not interrupted:
         flush()
-    if isinstance(loader, DeviceBatches) and loader.dropped():
-        logger.warning("%d examples found no room in their packed rows and were left out of the loss",
-                       loader.dropped())
+    dropped = sum(loader.dropped() for loader in loaders if isinstance(loader, DeviceBatches))
+    if dropped:
+        logger.warning("%d examples found no room in their packed rows and were left out of the loss", dropped)
     progress.close()
-    epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_per_epoch), 3)
+    epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_in(state.epoch)), 3)
     result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses,
                          time.perf_counter() - start, interrupted)
     if not interrupted:
@@ -204,14 +220,14 @@ def train(
 
 
 def _start_state(
-    accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_per_epoch: int
+    accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int]
 ) -> TrainState:
     """A new run's counters, or those of `--resume_from_checkpoint` (with the model, optimizer, RNG and schedule)."""
     if not args.resume_from_checkpoint:
         return TrainState()
     path = resolve_checkpoint(args.output_dir, args.resume_from_checkpoint)
     state = load_checkpoint(accelerator, path, schedule)
-    if state.step_in_epoch >= steps_per_epoch:  # saved after an epoch's last batch
+    if state.step_in_epoch >= steps_in(state.epoch):  # saved after an epoch's last batch
         state.end_epoch()
     logger.info("resumed from %s at step %d (epoch %d, batch %d)", path, state.global_step, state.epoch,
                 state.step_in_epoch)
