@@ -5,30 +5,36 @@
 
 Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate; `--preset` for named
 deviations); the cosine schedule spans every epoch's tokens.
-`--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py).
+`--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py);
+`--mixed_qa_repeats`, `--mixed_qa_placement` and `--qa_only_epochs` (pre-instruction-tuning) vary how.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from transformers import HfArgumentParser
 
 from data_scripts import (
+    PLACEMENTS,
     DeviceBatches,
     EncodedExamples,
     InterleavedDataset,
     load_pretrain_corpus,
     load_qa_tsv,
+    mixed_order,
     name_prompt_dataset,
+    question_documents,
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
     TrainingArguments,
+    UsageError,
     build_model_config,
     collate_for,
     make_accelerator,
@@ -38,6 +44,8 @@ from training import (
     run_cli,
     train,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -51,6 +59,30 @@ class PretrainDataArguments:
                   "set birth_places_train.tsv, whose name prompts join every pretraining epoch, spread evenly "
                   "among the corrupted documents. Never give it the dev or test questions."},
     )
+    mixed_qa_repeats: int = field(
+        default=1,
+        metadata={"help": "With --mixed_qa_corpus_path: each name prompt appears this many times per mixed epoch "
+                  "(the QA share of the epoch; Allen-Zhu & Li found a higher share better)."},
+    )
+    mixed_qa_placement: str = field(
+        default="even",
+        metadata={"help": "With --mixed_qa_corpus_path: where the name prompts sit in the epoch. 'even': spread "
+                  "evenly among the documents (all repeats, pass after pass); 'before_document': each question "
+                  "right before its person's document, found by name (the wiki.txt line that starts with it), "
+                  "so both land in one batch (unless a batch boundary falls between them); with --mixed_qa_repeats "
+                  "K the other K-1 copies sit 1/K, 2/K, ... of an epoch later (wrapping around), after the "
+                  "document found there. Jiang et al. (2024) found QA before its document better than after or "
+                  "interleaved. "
+                  "Placement only matters without --shuffle (the reference does not shuffle; shuffling "
+                  "permutes any order).",
+                  "choices": list(PLACEMENTS)},
+    )
+    qa_only_epochs: int = field(
+        default=0,
+        metadata={"help": "Pre-instruction-tuning (Jiang et al., 2024): the first N of --num_train_epochs train on "
+                  "the name prompts of --mixed_qa_corpus_path alone (each once per epoch), the rest on the "
+                  "mixed epochs; the cosine schedule spans the tokens of both."},
+    )
     device_data: bool = field(
         default=False,
         metadata={"help": "Build each step's batch with tensor operations on the training device "
@@ -59,6 +91,25 @@ class PretrainDataArguments:
                   "DataLoader. One process only."},
     )
 
+    def __post_init__(self) -> None:
+        if self.mixed_qa_repeats < 1:
+            raise UsageError(f"--mixed_qa_repeats must be at least 1, got {self.mixed_qa_repeats}")
+        if self.qa_only_epochs < 0:
+            raise UsageError(f"--qa_only_epochs must be 0 or more, got {self.qa_only_epochs}")
+        if self.mixed_qa_placement not in PLACEMENTS:
+            raise UsageError(f"--mixed_qa_placement {self.mixed_qa_placement!r}: choose one of "
+                             f"{', '.join(PLACEMENTS)}")
+        changed = self.qa_options()
+        if changed and self.mixed_qa_corpus_path is None:
+            raise UsageError(f"--{next(iter(changed))} needs --mixed_qa_corpus_path (the questions to train on)")
+
+    def qa_options(self) -> dict[str, int | str]:
+        """The options of mixed training set away from their defaults (for the checks and the model card)."""
+        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_placement": self.mixed_qa_placement,
+                  "qa_only_epochs": self.qa_only_epochs}
+        defaults = {f.name: f.default for f in fields(self) if f.name in values}
+        return {name: value for name, value in values.items() if value != defaults[name]}
+
 
 def build_parser() -> HfArgumentParser:
     return HfArgumentParser((PretrainDataArguments, ModelArguments, TrainingArguments), prog="train_pretrain.py")
@@ -66,6 +117,10 @@ def build_parser() -> HfArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="pretrain")
+    qa_epochs = data_args.qa_only_epochs
+    if qa_epochs and qa_epochs >= args.num_train_epochs:
+        raise UsageError(f"--qa_only_epochs {qa_epochs} leaves no mixed epoch of --num_train_epochs "
+                         f"{args.num_train_epochs}")
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
@@ -74,17 +129,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = CharGPTForCausalLM(config)
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
-    mixed, prompts = {}, None
+    mixed, prompts, order = {}, None, None
     if data_args.mixed_qa_corpus_path is not None:
         path = data_args.mixed_qa_corpus_path
-        prompts = name_prompt_dataset(load_qa_tsv(path, block_size=block), tokenizer, block, source=path)
-        dataset = InterleavedDataset(dataset, prompts)
-        mixed = {"mixed_qa": data_args.mixed_qa_corpus_path, "mixed_name_prompts": len(prompts)}
-    examples = len(dataset)
+        qa = load_qa_tsv(path, block_size=block)
+        prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
+        document_of = None
+        if data_args.mixed_qa_placement == "before_document":
+            document_of = question_documents(qa["question"], docs["text"], path)
+            if args.shuffle:
+                logger.warning("--shuffle True permutes every epoch: --mixed_qa_placement before_document has no "
+                               "effect on which batch a question lands in")
+        order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats, document_of)
+        dataset = InterleavedDataset(dataset, prompts, order)
+        mixed = {"mixed_qa": path, "mixed_name_prompts": len(prompts), **data_args.qa_options()}
+    examples, qa_examples = len(dataset), len(prompts) if qa_epochs else 0
+    first_phase = (qa_epochs, prompts) if qa_epochs else None
     if data_args.device_data:
-        encoded = EncodedExamples(tokenizer, block, documents=docs["text"], prompts=prompts, device=accelerator.device)
-        dataset = DeviceBatches(encoded, args.per_device_train_batch_size, seed=args.seed, shuffle=args.shuffle,
-                                packing=args.packing)
+        def on_device(**data) -> DeviceBatches:
+            encoded = EncodedExamples(tokenizer, block, **data, device=accelerator.device)
+            return DeviceBatches(encoded, args.per_device_train_batch_size, seed=args.seed, shuffle=args.shuffle,
+                                 packing=args.packing)
+
+        dataset = on_device(documents=docs["text"], prompts=prompts, order=order)
+        first_phase = (qa_epochs, on_device(prompts=prompts)) if qa_epochs else None
 
     card = run_card(
         model, args,
@@ -95,9 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
-        final_tokens=args.num_train_epochs * examples * block,
+        final_tokens=(qa_epochs * qa_examples + (args.num_train_epochs - qa_epochs) * examples) * block,
         tokens_per_example=block - 1,
         on_epoch_start=corruption.set_epoch,
+        first_phase=first_phase,
         card=card,
         run_name="pretrain",
     )

@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
+import training.loop
 from data_scripts import load_pretrain_corpus, write_synthetic_corpus
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import run_cli, train
@@ -189,6 +190,76 @@ def test_device_data_finetuning_trains_as_the_dataloader_path(world, tmp_path, m
     assert run_cli(train_finetune.main, finetune_args(world, tmp_path / "two", "--device_data", "True")) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: --device_data True runs in one process; launch without --num_processes")
+
+
+def trained_rows(monkeypatch) -> list[tuple[int, list[list[int]]]]:
+    """``(epoch, input_ids rows)`` of every batch the training loop trains on, in order."""
+    seen, epoch_batches = [], training.loop._epoch_batches
+
+    def spy(accelerator, loader, state, on_epoch_start):
+        for batch in epoch_batches(accelerator, loader, state, on_epoch_start):
+            seen.append((state.epoch, batch["input_ids"].tolist()))
+            yield batch
+
+    monkeypatch.setattr(training.loop, "_epoch_batches", spy)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def small_world(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("small_world")
+    write_synthetic_corpus(out, n_people=30, n_train=20, n_dev=5, n_test=5, bios_per_person=2, seed=0)
+    return out
+
+
+@pytest.mark.parametrize("device_data", [False, True])
+def test_qa_only_epochs_then_mixed_epochs_with_repeated_prompts(device_data, small_world, tmp_path, monkeypatch):
+    """--qa_only_epochs 1 --mixed_qa_repeats 2 over 3 epochs: an epoch of the 20 name prompts alone, then two
+    epochs of every document and each prompt twice; the schedule spans all of it."""
+    world = small_world
+    seen, rows = spy_on_train(monkeypatch, train_pretrain), trained_rows(monkeypatch)
+    out = tmp_path / "pit"
+    argv = pretrain_args(world, out, "--num_train_epochs", "3", "--checkpointing_steps", "0", "--packing", "False",
+                         "--per_device_train_batch_size", "16", "--mixed_qa_corpus_path",
+                         str(world / "birth_places_train.tsv"), "--mixed_qa_repeats", "2", "--qa_only_epochs", "1",
+                         "--device_data", str(device_data))
+    assert run_cli(train_pretrain.main, argv) == 0
+    itos, pad = CharTokenizer.from_pretrained(out).itos, CharTokenizer.from_pretrained(out).pad_token_id
+    counts = {}
+    for epoch, batch in rows:
+        for row in batch:
+            if any(t != pad for t in row):  # the device path's last batch of an epoch has empty slots
+                kind = "".join(itos[t] for t in row).startswith("Where was ")
+                counts.setdefault(epoch, [0, 0])[kind] += 1
+    n_docs = len(load_pretrain_corpus(world / "wiki.txt")[1])
+    assert counts == {0: [0, 20], 1: [n_docs, 40], 2: [n_docs, 40]}  # [documents, name prompts] per epoch
+    assert seen["final_tokens"] == (20 + 2 * (n_docs + 40)) * 64
+    summary = json.loads((out / "train_results.json").read_text())
+    assert summary["global_step"] == 2 + 2 * -(-(n_docs + 40) // 16) and summary["epoch"] == 3
+    card = (out / "README.md").read_text()
+    assert "| qa_only_epochs | 1 |" in card and "| mixed_qa_repeats | 2 |" in card
+
+
+def test_before_document_placement_in_pretraining(world, tmp_path, monkeypatch):
+    seen = spy_on_train(monkeypatch, train_pretrain)
+    out = tmp_path / "before"
+    argv = pretrain_args(world, out, "--max_steps", "1", "--mixed_qa_corpus_path",
+                         str(world / "birth_places_train.tsv"), "--mixed_qa_placement", "before_document")
+    assert run_cli(train_pretrain.main, argv) == 0
+    order, docs = seen["dataset"].order, load_pretrain_corpus(world / "wiki.txt")[1]["text"]
+    names = [line.split("\t")[0][len("Where was "):-len(" born?")]
+             for line in (world / "birth_places_train.tsv").read_text().splitlines()]
+    assert sorted(k for s, k in order if s == 1) == list(range(40))
+
+    def opens_with(text: str, name: str) -> bool:  # "Name was ...", "Name, born ...", "Name (born ..."
+        return text.startswith(name) and not text[len(name):len(name) + 1].isalnum()
+
+    for i, (source, k) in enumerate(order):
+        if source == 1:  # right before a document of that person, the first one that opens with the name
+            s, doc = order[i + 1]
+            assert s == 0 and opens_with(docs[doc], names[k])
+            assert not any(opens_with(text, names[k]) for text in docs[:doc])
+    assert "| mixed_qa_placement | before_document |" in (out / "README.md").read_text()
 
 
 def test_finetuning_with_replay_and_frozen_parameters(world, tmp_path, monkeypatch):

@@ -254,6 +254,27 @@ def test_a_training_tsv_character_outside_the_vocabulary_names_file_and_line(scr
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flags,expected", [
+    (["--qa_only_epochs", "1"], "--qa_only_epochs needs --mixed_qa_corpus_path (the questions to train on)"),
+    (["--mixed_qa_placement", "before_document"], "--mixed_qa_placement needs --mixed_qa_corpus_path"),
+    (["MIXED", "--mixed_qa_repeats", "0"], "--mixed_qa_repeats must be at least 1, got 0"),
+    (["MIXED", "--qa_only_epochs", "2", "--num_train_epochs", "2"],
+     "--qa_only_epochs 2 leaves no mixed epoch of --num_train_epochs 2"),
+    (["MIXED", "--mixed_qa_placement", "before_document"], "TSV:3: no document (wiki.txt line) left that starts "
+     "with the name 'Ab Ann'"),
+])
+def test_mixed_training_options_are_checked_in_one_line(flags, expected, world, tmp_path, capsys):
+    tsv = _tsv(tmp_path, world, "train.tsv", "Where was Ab Ann born?\tParis", source="birth_places_train.tsv")
+    out = tmp_path / "out"
+    flags = [f for flag in flags for f in (["--mixed_qa_corpus_path", str(tsv)] if flag == "MIXED" else [flag])]
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(out), *QUIET, "--max_steps", "1",
+            "--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64", *flags]
+    assert run_cli(train_pretrain.main, argv) == 1
+    line = _error_line(capsys)
+    assert line.startswith("error: " + expected.replace("TSV", str(tsv))), line
+    assert not out.exists()
+
+
 def test_finetuning_from_a_bad_folder_writes_nothing(world, good, tmp_path, capsys):
     model = _edit_config(_copy(good, tmp_path), model_type="gpt2")
     out = tmp_path / "out"
