@@ -109,6 +109,8 @@ def build_parser() -> HfArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="finetune")
+    if args.seeds is not None:
+        raise UsageError("--seeds is for train_pretrain.py only so far; finetune each seed's model on its own")
     pretrained = data_args.model_name_or_path is not None
     accelerator = make_accelerator(args)
 

@@ -33,12 +33,16 @@ from data_scripts import (
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
+    SeedBatches,
+    SeedStack,
     TrainingArguments,
     UsageError,
     build_model_config,
+    check_seeds,
     collate_for,
     make_accelerator,
     parse_args,
+    parse_seeds,
     report_done,
     run_card,
     run_cli,
@@ -121,12 +125,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if qa_epochs and qa_epochs >= args.num_train_epochs:
         raise UsageError(f"--qa_only_epochs {qa_epochs} leaves no mixed epoch of --num_train_epochs "
                          f"{args.num_train_epochs}")
+    seeds = parse_seeds(args.seeds)
+    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision)
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
     tokenizer = CharTokenizer.from_corpus(text)
     config = build_model_config(model_args, tokenizer.vocab_size)
-    model = CharGPTForCausalLM(config)
+    model = CharGPTForCausalLM(config) if seeds is None else SeedStack.build(lambda: CharGPTForCausalLM(config), seeds)
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
     mixed, prompts, order = {}, None, None
@@ -146,20 +152,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     examples, qa_examples = len(dataset), len(prompts) if qa_epochs else 0
     first_phase = (qa_epochs, prompts) if qa_epochs else None
     if data_args.device_data:
-        def on_device(**data) -> DeviceBatches:
+        def on_device(**data) -> DeviceBatches | SeedBatches:
             encoded = EncodedExamples(tokenizer, block, **data, device=accelerator.device)
-            return DeviceBatches(encoded, args.per_device_train_batch_size, seed=args.seed, shuffle=args.shuffle,
-                                 packing=args.packing)
+            batches = [DeviceBatches(encoded, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
+                                     packing=args.packing) for seed in seeds or [args.seed]]
+            return batches[0] if seeds is None else SeedBatches(batches)
 
         dataset = on_device(documents=docs["text"], prompts=prompts, order=order)
         first_phase = (qa_epochs, on_device(prompts=prompts)) if qa_epochs else None
 
     card = run_card(
-        model, args,
+        model if seeds is None else model.members[0], args,
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
         stage="pretraining (span corruption)" + (" mixed with name prompts" if mixed else ""),
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
         **({"device_data": True} if data_args.device_data else {}),
+        **({"trained_with_seeds": ",".join(map(str, seeds))} if seeds else {}),
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
@@ -170,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         card=card,
         run_name="pretrain",
     )
-    return report_done(accelerator, result, "pretraining", args.output_dir)
+    saved_to = args.output_dir if seeds is None else f"{args.output_dir}/seed-{{{','.join(map(str, seeds))}}}"
+    return report_done(accelerator, result, "pretraining", saved_to)
 
 
 def cli() -> int:

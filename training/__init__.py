@@ -1,8 +1,9 @@
 """Training machinery shared by train_pretrain.py and train_finetune.py: one Accelerate loop, one schedule.
 
 Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`
-(nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`;
-`batching`, `pretrained`, `reporting`; `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
+(nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`; `seeds`
+(several seeds in one process); `batching`, `pretrained`, `reporting`; `checkpoints`, `export`; `loop`.
+tests/test_imports.py checks it.
 """
 
 from .arguments import ModelArguments, TrainingArguments, build_model_config
@@ -16,10 +17,13 @@ from .precision import cpu_has_fast_bf16, resolve_precision
 from .pretrained import check_chargpt_folder, load_chargpt
 from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
+from .seeds import SeedBatches, SeedStack, check_seeds, parse_seeds
 from .state import TrainResult
 
 __all__ = [
     "ModelArguments",
+    "SeedBatches",
+    "SeedStack",
     "TokenCosineSchedule",
     "TrainResult",
     "TrainingArguments",
@@ -30,6 +34,7 @@ __all__ = [
     "atomic_write_text",
     "build_model_config",
     "build_optimizer",
+    "check_seeds",
     "check_chargpt_folder",
     "collate_for",
     "cpu_has_fast_bf16",
@@ -37,6 +42,7 @@ __all__ = [
     "load_chargpt",
     "make_accelerator",
     "parse_args",
+    "parse_seeds",
     "replace_folder",
     "report_done",
     "resolve_precision",

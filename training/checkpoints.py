@@ -9,6 +9,7 @@ from pathlib import Path
 
 from accelerate import Accelerator
 
+from .errors import UsageError
 from .files import atomic_write_json, replace_folder
 from .schedule import TokenCosineSchedule
 from .state import TrainState
@@ -52,7 +53,8 @@ def save_checkpoint(
     accelerator.save_state(str(tmp), safe_serialization=True)
     if accelerator.is_main_process:
         trainer_state = {"global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
-                         "schedule": schedule.state_dict(), "losses": state.losses}
+                         "schedule": schedule.state_dict(), "losses": state.losses,
+                         **({"seeds": state.seeds} if state.seeds is not None else {})}
         atomic_write_json(tmp / TRAINER_STATE, trainer_state, indent=None)
         replace_folder(tmp, final)
         for old in sorted(root.glob("step-*"))[: -max(1, save_total_limit)]:
@@ -61,10 +63,22 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(accelerator: Accelerator, path: Path, schedule: TokenCosineSchedule) -> TrainState:
-    """Restore Accelerate's state and the schedule from `path`; returns the loop's counters as they were saved."""
-    accelerator.load_state(str(path))
+def _seeds_flag(seeds: list[int] | None) -> str:
+    return "without --seeds" if seeds is None else f"--seeds {','.join(map(str, seeds))}"
+
+
+def load_checkpoint(
+    accelerator: Accelerator, path: Path, schedule: TokenCosineSchedule, seeds: list[int] | None = None
+) -> TrainState:
+    """Restore Accelerate's state and the schedule from `path`; returns the loop's counters as they were saved.
+
+    A checkpoint of a `--seeds` run resumes only with the same seeds (and a plain one only without): other
+    members would not load, or would train on another seed's batches."""
     saved = json.loads((path / TRAINER_STATE).read_text())
+    if saved.get("seeds") != seeds:
+        raise UsageError(f"--resume_from_checkpoint {path}: written by a run {_seeds_flag(saved.get('seeds'))}, "
+                         f"resumed {_seeds_flag(seeds)}")
+    accelerator.load_state(str(path))
     schedule.load_state_dict(saved["schedule"])
     return TrainState(saved["global_step"], saved["epoch"], saved["step_in_epoch"],
-                      [tuple(x) for x in saved["losses"]])
+                      [tuple(x) for x in saved["losses"]], seeds=seeds)

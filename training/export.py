@@ -1,5 +1,8 @@
 """What a run leaves for people and for `from_pretrained`: the final model folder (weights, tokenizer,
-`train_results.json`, model card, loss curve) and per-epoch snapshots, each written whole or not at all."""
+`train_results.json`, model card, loss curve) and per-epoch snapshots, each written whole or not at all.
+
+A `--seeds` run (a `SeedStack`) leaves one such folder per member, OUTPUT_DIR/seed-S, as its separate run would
+leave OUTPUT_DIR (its snapshots in OUTPUT_DIR/seed-S/epoch-N); checkpoints and logs stay in OUTPUT_DIR."""
 
 from __future__ import annotations
 
@@ -7,12 +10,23 @@ import os
 import shutil
 from pathlib import Path
 
+import torch
 from accelerate import Accelerator
 from transformers import PreTrainedModel, PreTrainedTokenizer
 
 from .files import atomic_write_json, replace_folder
 from .reporting import plot_loss_curve, write_model_card
+from .seeds import SeedStack
 from .state import TrainResult, TrainState
+
+
+def _folders(model: torch.nn.Module, output_dir: str) -> list[tuple[torch.nn.Module, Path, int | None]]:
+    """(model, folder, member index) for each model to save: the model into `output_dir`, or each member of a
+    `SeedStack` into `output_dir`/seed-S."""
+    if isinstance(model, SeedStack):
+        return [(member, Path(output_dir) / f"seed-{seed}", i) for i, (seed, member)
+                in enumerate(zip(model.seeds, model.members, strict=True))]
+    return [(model, Path(output_dir), None)]
 
 
 def _write_pretrained(
@@ -37,15 +51,19 @@ def save_final(
     accelerator.wait_for_everyone()
     if not accelerator.is_main_process:
         return
-    out = Path(output_dir)
-    tmp = out / ".tmp-final"
-    summary = result.summary()
-    _write_pretrained(accelerator, model, tokenizer, tmp, {**summary, "losses": result.losses})
-    write_model_card(tmp / "README.md", {**card, **summary})
-    plot_loss_curve(result.losses, tmp / "loss_curve.png", title=card.get("title", "training loss"))
-    for item in tmp.iterdir():
-        os.replace(item, out / item.name)
-    tmp.rmdir()
+    unwrapped = accelerator.unwrap_model(model)
+    for member, out, i in _folders(unwrapped, output_dir):
+        member_result = result if i is None else result.member(i)
+        member_card = card if i is None else {**card, "seed": unwrapped.seeds[i]}
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / ".tmp-final"
+        summary = member_result.summary()
+        _write_pretrained(accelerator, member, tokenizer, tmp, {**summary, "losses": member_result.losses})
+        write_model_card(tmp / "README.md", {**member_card, **summary})
+        plot_loss_curve(member_result.losses, tmp / "loss_curve.png", title=card.get("title", "training loss"))
+        for item in tmp.iterdir():
+            os.replace(item, out / item.name)
+        tmp.rmdir()
 
 
 def save_snapshot(
@@ -60,10 +78,11 @@ def save_snapshot(
     the seconds it took: snapshots of one run for an accuracy-vs-compute curve."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        results = {"epoch": state.epoch, "global_step": state.global_step, "final_loss": state.last_loss,
-                   "train_seconds": round(train_seconds, 3)}
-        final = Path(output_dir) / f"epoch-{state.epoch}"
-        tmp = Path(output_dir) / f".tmp-epoch-{state.epoch}"
-        _write_pretrained(accelerator, model, tokenizer, tmp, results)
-        replace_folder(tmp, final)
+        for member, out, i in _folders(accelerator.unwrap_model(model), output_dir):
+            loss = state.last_loss if i is None or not isinstance(state.last_loss, list) else state.last_loss[i]
+            results = {"epoch": state.epoch, "global_step": state.global_step, "final_loss": loss,
+                       "train_seconds": round(train_seconds, 3)}
+            tmp = out / f".tmp-epoch-{state.epoch}"
+            _write_pretrained(accelerator, member, tokenizer, tmp, results)
+            replace_folder(tmp, out / f"epoch-{state.epoch}")
     accelerator.wait_for_everyone()

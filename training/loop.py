@@ -30,7 +30,8 @@ from .errors import UsageError
 from .export import save_final, save_snapshot
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
-from .state import TrainResult, TrainState
+from .seeds import ON_DEVICE, SeedBatches, clip_groups, dropout_seed
+from .state import Loss, TrainResult, TrainState
 from .stopping import StopRequest
 from .syncing import LossWindow, resolve_sync_steps
 
@@ -101,14 +102,14 @@ def train(
     accelerator: Accelerator,
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizer,
-    train_dataset: torch.utils.data.Dataset | DeviceBatches,
+    train_dataset: torch.utils.data.Dataset | DeviceBatches | SeedBatches,
     collate_fn: Callable | None,
     args: TrainingArguments,
     *,
     final_tokens: int,
     tokens_per_example: int,
     on_epoch_start: Callable[[int], None] | None = None,
-    first_phase: tuple[int, torch.utils.data.Dataset | DeviceBatches] | None = None,
+    first_phase: tuple[int, torch.utils.data.Dataset | DeviceBatches | SeedBatches] | None = None,
     card: dict | None = None,
     run_name: str = "chargpt",
 ) -> TrainResult:
@@ -117,9 +118,10 @@ def train(
     `tokens_per_example` is what the reference schedule counts per example (block_size - 1 target positions,
     PAD included), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
     corruption transform re-draw for each epoch. A `DeviceBatches` (`--device_data True`) replaces the dataset,
-    the collate function and the DataLoader: its batches are built on the device from the step alone. Losses are
-    read back from the device every `--sync_steps` steps and before every save (`training.syncing`); the NaN
-    check, the logs and Ctrl-C act there. `first_phase=(n, dataset)` trains the first n of the
+    the collate function and the DataLoader: its batches are built on the device from the step alone; a
+    `SeedBatches` does so for a `SeedStack` model (`--seeds`: several seeds in lockstep, training/seeds.py).
+    Losses are read back from the device every `--sync_steps` steps and before every save (`training.syncing`);
+    the NaN check, the logs and Ctrl-C act there. `first_phase=(n, dataset)` trains the first n of the
     `--num_train_epochs` on `dataset` instead (pretraining's QA-only epochs, `--qa_only_epochs`): an epoch is a pass
     over whichever dataset it trains on, and `final_tokens` should count both.
     """
@@ -130,12 +132,12 @@ def train(
     phase_epochs, sources = 0, [train_dataset]
     if first_phase is not None:
         phase_epochs, sources = first_phase[0], [train_dataset, first_phase[1]]
-    on_device = [isinstance(source, DeviceBatches) for source in sources]
+    on_device = [isinstance(source, ON_DEVICE) for source in sources]
     if any(on_device) and not all(on_device):
         raise TypeError("the phases of a run must all be DeviceBatches or all be datasets")
     if all(on_device):
         if accelerator.num_processes > 1:
-            raise UsageError("--device_data True runs in one process; launch without --num_processes")
+            raise UsageError("--device_data True (and --seeds) run in one process; launch without --num_processes")
         model, optimizer = accelerator.prepare(model, optimizer)
         loaders = sources
     else:
@@ -144,21 +146,23 @@ def train(
                    for source in sources]
         model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
 
-    def loader_at(epoch: int) -> DataLoader | DeviceBatches:
+    def loader_at(epoch: int) -> DataLoader | DeviceBatches | SeedBatches:
         return loaders[1] if epoch < phase_epochs else loaders[0]
 
     def steps_in(epoch: int) -> int:
         return len(loader_at(epoch))
 
     step_model = compile_model(model, args)
-    state = _start_state(accelerator, args, schedule, steps_in)
+    seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in member order
+    clip_sets = clip_groups(model, accelerator.unwrap_model(model))
+    state = _start_state(accelerator, args, schedule, steps_in, seeds)
     total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
-    progress = _Progress(accelerator, args, state, total_steps, start, run_name, card)
+    progress = _Progress(accelerator, args, state, total_steps, start, run_name, card, seeds)
     save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule)
     save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
     sync_steps = resolve_sync_steps(args.sync_steps, args.logging_steps, accelerator)
-    window = LossWindow(args.output_dir, sync_steps)
+    window = LossWindow(args.output_dir, sync_steps, seeds)
 
     def flush() -> None:
         """Read back and report every loss still on the device: before saving, the weights must be checked."""
@@ -177,7 +181,7 @@ def train(
             for batch in _epoch_batches(accelerator, loader_at(state.epoch), state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
                 sync = _syncs_at(state.global_step + 1, sync_steps, args.checkpointing_steps, total_steps)
-                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync)
+                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync, clip_sets)
                 lr = schedule.step(n_examples * tokens_per_example * accelerator.num_processes)
                 state.advance()
                 progress.step(lr)
@@ -205,7 +209,7 @@ def train(
         restore_precision()
     if not interrupted:
         flush()
-    dropped = sum(loader.dropped() for loader in loaders if isinstance(loader, DeviceBatches))
+    dropped = sum(loader.dropped() for loader in loaders if isinstance(loader, ON_DEVICE))
     if dropped:
         logger.warning("%d examples found no room in their packed rows and were left out of the loss", dropped)
     progress.close()
@@ -220,13 +224,14 @@ def train(
 
 
 def _start_state(
-    accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int]
+    accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int],
+    seeds: list[int] | None,
 ) -> TrainState:
     """A new run's counters, or those of `--resume_from_checkpoint` (with the model, optimizer, RNG and schedule)."""
     if not args.resume_from_checkpoint:
-        return TrainState()
+        return TrainState(seeds=seeds)
     path = resolve_checkpoint(args.output_dir, args.resume_from_checkpoint)
-    state = load_checkpoint(accelerator, path, schedule)
+    state = load_checkpoint(accelerator, path, schedule, seeds)
     if state.step_in_epoch >= steps_in(state.epoch):  # saved after an epoch's last batch
         state.end_epoch()
     logger.info("resumed from %s at step %d (epoch %d, batch %d)", path, state.global_step, state.epoch,
@@ -235,11 +240,11 @@ def _start_state(
 
 
 def _epoch_batches(
-    accelerator: Accelerator, loader: DataLoader | DeviceBatches, state: TrainState,
+    accelerator: Accelerator, loader: DataLoader | DeviceBatches | SeedBatches, state: TrainState,
     on_epoch_start: Callable[[int], None] | None,
 ) -> Iterable[dict]:
     """The current epoch's batches after the ones `state` has already trained on (a resumed run skips them)."""
-    if isinstance(loader, DeviceBatches):  # a function of the step: nothing to re-draw or to skip through
+    if isinstance(loader, ON_DEVICE):  # a function of the step: nothing to re-draw or to skip through
         return loader.epoch(state.epoch, skip=state.step_in_epoch)
     if on_epoch_start is not None:
         on_epoch_start(state.epoch)
@@ -256,20 +261,23 @@ def _syncs_at(step: int, sync_steps: int, checkpointing_steps: int, total_steps:
 def _optimizer_step(
     accelerator: Accelerator, model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict,
     args: TrainingArguments, state: TrainState, window: LossWindow, sync: bool,
+    clip_sets: list[list[torch.nn.Parameter]],
 ) -> None:
     """Forward, backward, clip and step on one batch, its loss kept in `window`. At a sync point the window is read
     back first: a NaN or infinite loss stops the run (before this step reaches the weights), naming the last good
-    checkpoint."""
-    # Dropout masks are a function of (seed, step, process): a resumed run draws exactly what an uninterrupted one
-    # would, whatever the DataLoader iterators consumed from the global RNG. Seeding is a host operation, no sync.
-    torch.manual_seed((args.seed * 1_000_003 + state.global_step) * 256 + accelerator.process_index)
-    loss = model(**batch).loss
-    window.add(state.global_step + 1, state.epoch, loss)
+    checkpoint. Each of `clip_sets` has its gradient norm clipped on its own (`clip_groups`)."""
+    # Dropout masks are a function of (seed, step, process) (`dropout_seed`), whatever the DataLoader iterators
+    # consumed from the global RNG; a `SeedStack` reseeds before each member. Seeding is a host operation, no sync.
+    torch.manual_seed(dropout_seed(args.seed, state.global_step, accelerator.process_index))
+    output = model(**batch)
+    loss = output.loss
+    window.add(state.global_step + 1, state.epoch, output.get("losses", loss))
     if sync:
         window.read_back(state.global_step + 1)
     accelerator.backward(loss)
     if args.max_grad_norm > 0:
-        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        for parameters in clip_sets:
+            accelerator.clip_grad_norm_(parameters, args.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
@@ -282,8 +290,9 @@ class _Progress:
     """
 
     def __init__(self, accelerator: Accelerator, args: TrainingArguments, state: TrainState, total_steps: int,
-                 start: float, run_name: str, card: dict) -> None:
+                 start: float, run_name: str, card: dict, seeds: list[int] | None = None) -> None:
         self.accelerator, self.args, self.state, self.total_steps = accelerator, args, state, total_steps
+        self.seeds = seeds
         self.start, self.first_step = start, state.global_step
         self.lrs: dict[int, float] = {}  # learning rate after each step whose loss is not reported yet
         if accelerator.is_main_process and args.report_to != "none":
@@ -297,19 +306,24 @@ class _Progress:
         self.bar.update(1)
         self.lrs[self.state.global_step] = lr
 
-    def report(self, losses: list[tuple[int, int, float]]) -> None:
-        """Record and log the `(step, epoch, loss)` of steps read back from the device, oldest first."""
+    def report(self, losses: list[tuple[int, int, Loss]]) -> None:
+        """Record and log the `(step, epoch, loss)` of steps read back from the device, oldest first; a `--seeds`
+        run shows the mean of its members' losses and logs each under its seed too."""
         args, state, main_process = self.args, self.state, self.accelerator.is_main_process
-        for step, epoch, loss in losses:
+        for step, epoch, losses_read in losses:
             lr = self.lrs.pop(step)
-            state.record(step, loss)
+            state.record(step, losses_read)
+            members = losses_read if isinstance(losses_read, list) else []
+            loss = sum(members) / len(members) if members else losses_read
             self.bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
             if args.disable_tqdm and main_process and step % (10 * args.logging_steps) == 0:
                 seconds_per_step = (time.perf_counter() - self.start) / (state.global_step - self.first_step)
                 logger.info("step %d/%d epoch %d loss %.4f lr %.2e %.2fs/step", step, self.total_steps, epoch + 1,
                             loss, lr, seconds_per_step)
             if args.report_to != "none" and step % args.logging_steps == 0:
-                self.accelerator.log({"train/loss": loss, "train/lr": lr, "train/epoch": epoch + 1}, step=step)
+                per_seed = {f"train/loss_seed_{seed}": x for seed, x in zip(self.seeds or [], members, strict=True)}
+                self.accelerator.log({"train/loss": loss, "train/lr": lr, "train/epoch": epoch + 1, **per_seed},
+                                     step=step)
 
     def close(self) -> None:
         self.bar.close()

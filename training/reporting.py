@@ -74,6 +74,9 @@ def report_done(accelerator: Accelerator, result: TrainResult, stage: str, outpu
     if result.interrupted:
         return 130
     if accelerator.is_main_process:
-        print(f"{stage} done: {result.global_step} steps, final loss {result.final_loss:.4f}, "
-              f"{result.train_seconds:.0f}s; model saved to {output_dir}")
+        final = result.final_loss
+        loss = (f"final losses {', '.join(f'{x:.4f}' for x in final)}" if isinstance(final, list)
+                else f"final loss {final:.4f}")
+        print(f"{stage} done: {result.global_step} steps, {loss}, {result.train_seconds:.0f}s; "
+              f"{'models' if isinstance(final, list) else 'model'} saved to {output_dir}")
     return 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+Loss = float | list[float]  # a step's loss: one per seed in a `--seeds` run (training/seeds.py), in seed order
 
 
 @dataclass
@@ -13,18 +15,19 @@ class TrainState:
     global_step: int = 0
     epoch: int = 0  # epochs completed
     step_in_epoch: int = 0  # batches of the current epoch already trained on
-    losses: list[tuple[int, float]] = field(default_factory=list)
-    last_loss: float = math.nan
+    losses: list[tuple[int, Loss]] = field(default_factory=list)
+    last_loss: Loss = math.nan
+    seeds: list[int] | None = None  # a `--seeds` run's, so that a checkpoint resumes only the run that wrote it
 
     def advance(self) -> None:
         """Count one optimizer step (its loss is recorded when it is read back from the device)."""
         self.global_step += 1
         self.step_in_epoch += 1
 
-    def record(self, step: int, loss: float) -> None:
+    def record(self, step: int, loss: Loss) -> None:
         """Keep the loss of optimizer step `step`, read back from the device at a sync point."""
         self.last_loss = loss
-        self.losses.append((step, round(loss, 5)))
+        self.losses.append((step, [round(x, 5) for x in loss] if isinstance(loss, list) else round(loss, 5)))
 
     def end_epoch(self) -> None:
         self.epoch, self.step_in_epoch = self.epoch + 1, 0
@@ -34,10 +37,15 @@ class TrainState:
 class TrainResult:
     global_step: int
     epoch: float  # epochs completed, fractional when max_steps stopped mid-epoch
-    final_loss: float
-    losses: list[tuple[int, float]] = field(default_factory=list)
+    final_loss: Loss
+    losses: list[tuple[int, Loss]] = field(default_factory=list)
     train_seconds: float = 0.0
     interrupted: bool = False
+
+    def member(self, i: int) -> TrainResult:
+        """Member `i`'s result in a `--seeds` run: its final loss and loss history, as its separate run reports."""
+        final = self.final_loss[i] if isinstance(self.final_loss, list) else self.final_loss  # nan: no step read
+        return replace(self, final_loss=final, losses=[(step, loss[i]) for step, loss in self.losses])
 
     def summary(self) -> dict:
         """What `train_results.json` and the model card report (the losses go to the JSON only)."""

@@ -16,6 +16,7 @@ from accelerate import Accelerator
 
 from .checkpoints import find_latest_checkpoint
 from .errors import TrainingDivergedError
+from .state import Loss
 
 
 def resolve_sync_steps(sync_steps: int, logging_steps: int, accelerator: Accelerator) -> int:
@@ -26,15 +27,18 @@ def resolve_sync_steps(sync_steps: int, logging_steps: int, accelerator: Acceler
 
 
 class LossWindow:
-    """Losses of the steps since the last sync point, on the device; `read_back` moves them to the host at once."""
+    """Losses of the steps since the last sync point, on the device; `read_back` moves them to the host at once.
 
-    def __init__(self, output_dir: str | Path, sync_steps: int) -> None:
-        self.output_dir, self.sync_steps = output_dir, sync_steps
+    A step's loss is a scalar, or with `seeds` (a `--seeds` run) one loss per seed: read back as a list.
+    """
+
+    def __init__(self, output_dir: str | Path, sync_steps: int, seeds: list[int] | None = None) -> None:
+        self.output_dir, self.sync_steps, self.seeds = output_dir, sync_steps, seeds
         self._pending: list[tuple[int, int, torch.Tensor]] = []  # (global step, epoch, loss on the device)
-        self._ready: list[tuple[int, int, float]] = []  # read back, finite, not yet taken
+        self._ready: list[tuple[int, int, Loss]] = []  # read back, finite, not yet taken
 
     def add(self, step: int, epoch: int, loss: torch.Tensor) -> None:
-        """Keep optimizer step `step`'s loss (of 0-based `epoch`) without reading it.
+        """Keep optimizer step `step`'s loss (of 0-based `epoch`; one per seed with `seeds`) without reading it.
 
         A copy on the device, not the tensor itself: under `--torch_compile_mode reduce-overhead` the loss lives in a
         CUDA graph's output buffer, which the next step's replay overwrites (torch then refuses to read it).
@@ -52,25 +56,27 @@ class LossWindow:
         values = torch.stack([loss for _, _, loss in self._pending]).float().tolist()
         pending, self._pending = self._pending, []
         for (step, epoch, _), value in zip(pending, values, strict=True):
-            if not math.isfinite(value):
-                raise TrainingDivergedError(self._diverged(step, epoch, value, next_update))
+            for i, member in enumerate(value if isinstance(value, list) else [value]):
+                if not math.isfinite(member):
+                    seed = f", seed {self.seeds[i]}" if self.seeds else ""
+                    raise TrainingDivergedError(self._diverged(step, f"{epoch + 1}{seed}", member, next_update))
             self._ready.append((step, epoch, value))
 
     def drop_after(self, step: int) -> None:
         """Forget losses of steps after `step` (a step interrupted before it was counted)."""
         self._pending = [entry for entry in self._pending if entry[0] <= step]
 
-    def take(self) -> list[tuple[int, int, float]]:
+    def take(self) -> list[tuple[int, int, Loss]]:
         """The `(step, epoch, loss)` triples read back since the last call, oldest first."""
         ready, self._ready = self._ready, []
         return ready
 
-    def _diverged(self, step: int, epoch: int, value: float, next_update: int) -> str:
+    def _diverged(self, step: int, where_in_run: str, value: float, next_update: int) -> str:
         latest = find_latest_checkpoint(str(self.output_dir))
         if step == next_update:
             where = "stopped before updating the weights"
         else:  # read back later: the weights took the bad updates, but no checkpoint after them was written
             where = (f"read back before step {next_update} (losses are read every --sync_steps {self.sync_steps} "
                      "steps); stopped without saving a checkpoint after it")
-        return (f"loss became {value} at step {step} (epoch {epoch + 1}); {where}. Last good checkpoint: "
+        return (f"loss became {value} at step {step} (epoch {where_in_run}); {where}. Last good checkpoint: "
                 f"{latest or 'none'}. Try a lower --learning_rate.")

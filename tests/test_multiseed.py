@@ -1,0 +1,138 @@
+"""`--seeds`: several pretraining seeds in one process, each member bit-for-bit its separate `--seed S` run on CPU
+(init, batches, dropout, clipping, optimizer), independent of the others, resumable, stopped by a NaN in any one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from accelerate import Accelerator
+from safetensors.torch import load_file
+
+import train_finetune
+import train_pretrain
+from data_scripts import write_synthetic_corpus
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
+from training import SeedStack, TrainingDivergedError, run_cli
+
+TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]
+QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
+
+
+@pytest.fixture(scope="module")
+def wiki(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("world")
+    write_synthetic_corpus(out, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
+    return out / "wiki.txt"
+
+
+def pretrain(wiki: Path, out: Path, *extra: str) -> None:
+    """A tiny `--device_data` pretraining (dropout on, clipping on, a checkpoint every 3 steps) that must succeed."""
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUIET, "--device_data", "True",
+            "--per_device_train_batch_size", "8", "--checkpointing_steps", "3", "--learning_rate", "3e-3",
+            "--max_grad_norm", "0.5", *extra]
+    assert run_cli(train_pretrain.main, argv) == 0
+
+
+def saved(folder: Path) -> tuple[dict[str, torch.Tensor], list]:
+    return load_file(folder / "model.safetensors"), json.loads((folder / "train_results.json").read_text())["losses"]
+
+
+def test_each_member_is_its_separate_run_bit_for_bit_and_resumes_identically(wiki, tmp_path, capsys):
+    for seed in (0, 1):
+        pretrain(wiki, tmp_path / f"seed{seed}", "--seed", str(seed), "--max_steps", "6")
+    pretrain(wiki, tmp_path / "together", "--seeds", "0,1", "--max_steps", "6", "--sync_steps", "2")
+    pretrain(wiki, tmp_path / "resumed", "--seeds", "0,1", "--max_steps", "3")
+    pretrain(wiki, tmp_path / "resumed", "--seeds", "0,1", "--max_steps", "6", "--resume_from_checkpoint", "latest")
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "resumed"), *TINY, *QUIET,
+            "--device_data", "True", "--seeds", "1,0", "--resume_from_checkpoint", "latest"]
+    assert run_cli(train_pretrain.main, argv) == 1  # the members would swap their weights
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "step-00000006: written by a run --seeds 0,1, resumed --seeds 1,0")
+
+    members = {}
+    for seed in (0, 1):
+        weights, losses = saved(tmp_path / f"seed{seed}")
+        for run in ("together", "resumed"):
+            member_weights, member_losses = saved(tmp_path / run / f"seed-{seed}")
+            assert member_weights.keys() == weights.keys()
+            assert all(torch.equal(member_weights[k], weights[k]) for k in weights), (run, seed)
+            assert member_losses == losses and len(losses) == 6, (run, seed)
+        members[seed] = weights, losses
+        folder = tmp_path / "together" / f"seed-{seed}"
+        assert isinstance(CharGPTForCausalLM.from_pretrained(folder), CharGPTForCausalLM)
+        card = (folder / "README.md").read_text()
+        assert f"| seed | {seed} |" in card and "| trained_with_seeds | 0,1 |" in card
+    (w0, l0), (w1, l1) = members[0], members[1]
+    assert not any(torch.equal(w0[k], w1[k]) for k in w0 if k != "transformer.pos_emb")  # independent members
+    assert all(a[1] != b[1] for a, b in zip(l0, l1, strict=True))
+    assert not (tmp_path / "together" / "model.safetensors").exists()  # only the members' folders
+
+
+def test_members_are_built_as_their_separate_runs_build_their_models():
+    config = CharGPTConfig(vocab_size=12, block_size=16, n_layer=1, n_head=2, n_embd=16)
+    stack = SeedStack.build(lambda: CharGPTForCausalLM(config), [3, 5])
+    for seed, member in zip((3, 5), stack.members, strict=True):
+        torch.manual_seed(seed)
+        alone = CharGPTForCausalLM(config)
+        assert all(torch.equal(a, b) for a, b in zip(member.parameters(), alone.parameters(), strict=True))
+    assert not torch.equal(stack.members[0].lm_head.weight, stack.members[1].lm_head.weight)
+
+
+def test_a_nan_in_one_member_stops_before_the_update_naming_its_seed_and_the_last_good_checkpoint(
+        wiki, tmp_path, monkeypatch):
+    original, calls = CharGPTForCausalLM.forward, {"n": 0}
+
+    def forward_that_diverges(self, *a, **kw):
+        out = original(self, *a, **kw)
+        calls["n"] += 1
+        if calls["n"] == 8:  # the members alternate: call 8 is seed 1's forward of step 4
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(CharGPTForCausalLM, "forward", forward_that_diverges)
+    out = tmp_path / "nan"
+    with pytest.raises(TrainingDivergedError,
+                       match=r"loss became nan at step 4 \(epoch 1, seed 1\); stopped before updating the weights.*"
+                             r"step-00000003"):
+        train_pretrain.main(["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUIET,
+                             "--device_data", "True", "--per_device_train_batch_size", "8",
+                             "--checkpointing_steps", "3", "--seeds", "0,1", "--max_steps", "6"])
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000003"]
+    assert not list(out.glob("seed-*"))
+
+
+@pytest.mark.parametrize(("script", "extra", "expected"), [
+    (train_pretrain, ["--seeds", "0,1"], "--seeds needs --device_data True"),
+    (train_pretrain, ["--seeds", "1,1", "--device_data", "True"], "--seeds '1,1': each seed once"),
+    (train_pretrain, ["--seeds", "a", "--device_data", "True"], "--seeds 'a': expected comma-separated integers"),
+    (train_pretrain, ["--seeds", "0,1", "--device_data", "True", "--mixed_precision", "fp16"],
+     "--seeds does not run with --mixed_precision fp16"),
+    (train_finetune, ["--seeds", "0,1", "--finetune_corpus_path", "x.tsv"], "--seeds is for train_pretrain.py only"),
+])
+def test_bad_seeds_are_one_line_errors(script, extra, expected, wiki, tmp_path, capsys):
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "o"), *TINY, *QUIET, *extra]
+    assert run_cli(script.main, argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {expected}"), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_snapshots_go_to_each_members_folder_and_the_logs_name_each_seed(wiki, tmp_path, monkeypatch):
+    logged: list = []
+    monkeypatch.setattr(Accelerator, "init_trackers", lambda self, *a, **kw: None)
+    monkeypatch.setattr(Accelerator, "end_training", lambda self: None)
+    monkeypatch.setattr(Accelerator, "log", lambda self, values, step=None: logged.append(values))
+    out = tmp_path / "snap"
+    pretrain(wiki, out, "--seeds", "0,2", "--per_device_train_batch_size", "64", "--num_train_epochs", "2",
+             "--save_epochs", "1", "--report_to", "tensorboard", "--logging_steps", "1")
+    for seed in (0, 2):
+        snapshot = out / f"seed-{seed}" / "epoch-1"
+        losses = dict(json.loads((out / f"seed-{seed}" / "train_results.json").read_text())["losses"])
+        results = json.loads((snapshot / "train_results.json").read_text())
+        assert round(results["final_loss"], 5) == losses[results["global_step"]]  # its own loss, not the mean
+        assert isinstance(CharGPTForCausalLM.from_pretrained(snapshot), CharGPTForCausalLM)
+    last = logged[-1]
+    assert last["train/loss"] == pytest.approx((last["train/loss_seed_0"] + last["train/loss_seed_2"]) / 2)

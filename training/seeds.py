@@ -1,0 +1,144 @@
+"""Seeds: the dropout seed of a step, and several seeds trained in one process (`--seeds 0,1,2`).
+
+A separate run with `--seed S --device_data True` is a function of S alone: the model is built right after
+`set_seed(S)`, batch `step` is `DeviceBatches(seed=S)(step)`, and the step's dropout masks come from
+`torch.manual_seed(dropout_seed(S, step))`. `--seeds` trains N such runs in lockstep, and each member computes
+exactly what its separate run computes:
+
+* init: member i is built right after `set_seed(seed_i)` (`SeedStack.build`);
+* data: one `DeviceBatches` per seed (`SeedBatches`): the batch of step k is a list, member i's being its run's;
+* dropout: `SeedStack.forward` reseeds with `dropout_seed(seed_i, step)` before member i's forward;
+* gradients: the loss is the SUM of the members' losses and their parameters are disjoint, so member i's
+  gradient is its run's; the loop clips each member's norm on its own (`clip_groups`);
+* optimizer and schedule: one AdamW over every member's tensors with the same two groups is elementwise the
+  same per tensor, and every member sees the same examples per step, hence the same learning rate.
+
+On CPU member S ends bit-for-bit equal to the separate run (tests/test_multiseed.py). The members run one after
+the other inside a step: what one process saves is the per-step host overhead (Python, launches, syncs), not
+FLOPs. fp16 is refused: its one loss scaler would skip a step for every member when one overflows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from accelerate.utils import set_seed
+from torch import nn
+from transformers.utils import ModelOutput
+
+from data_scripts import DeviceBatches
+
+from .errors import UsageError
+
+
+def dropout_seed(seed: int, step: int, process_index: int = 0) -> int:
+    """The global RNG seed of optimizer step `step`: dropout masks are a function of (seed, step, process), so a
+    resumed run draws what an uninterrupted one would, and a `--seeds` member what its separate run would."""
+    return (seed * 1_000_003 + step) * 256 + process_index
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """`--seeds 0,1,2` as distinct ints; None when not given; anything else is a one-line UsageError."""
+    if text is None:
+        return None
+    parts = [part.strip() for part in str(text).split(",")]
+    try:
+        seeds = [int(part) for part in parts]
+    except ValueError:
+        raise UsageError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds {text!r}: each seed once (a repeated seed would train the same model twice)")
+    return seeds
+
+
+def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str) -> None:
+    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), and no fp16."""
+    if seeds is None:
+        return
+    if not device_data:
+        raise UsageError("--seeds needs --device_data True (each member's batches are a function of its seed and "
+                         "the step)")
+    if mixed_precision == "fp16":
+        raise UsageError("--seeds does not run with --mixed_precision fp16 (one loss scaler would skip a step for "
+                         "every member when one overflows); use no or bf16")
+
+
+@dataclass
+class SeedStackOutput(ModelOutput):
+    """`loss`: the sum of the members' losses (what backward needs); `losses`: each member's, in seed order."""
+
+    loss: torch.Tensor | None = None
+    losses: torch.Tensor | None = None
+
+
+class SeedStack(nn.Module):
+    """N independent models trained as one module: disjoint parameters, one forward and backward per step."""
+
+    def __init__(self, members: Iterable[nn.Module], seeds: Sequence[int]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.seeds = list(seeds)
+        if len(self.members) != len(self.seeds):
+            raise ValueError(f"{len(self.members)} members for {len(self.seeds)} seeds")
+
+    @classmethod
+    def build(cls, make_model: Callable[[], nn.Module], seeds: Sequence[int]) -> SeedStack:
+        """Each member built right after `set_seed(seed)`, as a separate run builds its model after
+        `make_accelerator` seeds: the same init."""
+        members = []
+        for seed in seeds:
+            set_seed(seed)
+            members.append(make_model())
+        return cls(members, seeds)
+
+    def forward(self, batches: Sequence[dict], step: int) -> SeedStackOutput:
+        """Member i on `batches[i]`, its dropout seeded as its separate run seeds step `step`."""
+        losses = []
+        for seed, member, batch in zip(self.seeds, self.members, batches, strict=True):
+            torch.manual_seed(dropout_seed(seed, step))
+            losses.append(member(**batch).loss)
+        stacked = torch.stack(losses)
+        return SeedStackOutput(loss=stacked.sum(), losses=stacked)
+
+
+def clip_groups(model: nn.Module, unwrapped: nn.Module) -> list[list[nn.Parameter]]:
+    """The parameter sets whose gradient norms are clipped each on its own, as separate runs clip: each member's when
+    `unwrapped` (the prepared `model` without its wrappers) is a `SeedStack`, else all of `model`'s."""
+    if isinstance(unwrapped, SeedStack):
+        return [list(member.parameters()) for member in unwrapped.members]
+    return [list(model.parameters())]
+
+
+class SeedBatches:
+    """One `DeviceBatches` per seed, stepped together: batch `step` is ``{"batches": [...], "step": step,
+    "num_examples": n}``, the keyword arguments of `SeedStack.forward` plus the example count the schedule needs
+    (the same for every member: the same examples, other draws)."""
+
+    def __init__(self, members: Sequence[DeviceBatches]) -> None:
+        if len({len(m) for m in members}) != 1 or len({len(m.examples) for m in members}) != 1:
+            raise ValueError("every member needs the same examples and batch size")
+        self.members = list(members)
+
+    def __len__(self) -> int:
+        return len(self.members[0])
+
+    def __call__(self, step: int) -> dict:
+        batches = [member(step) for member in self.members]
+        counts = {batch.pop("num_examples") for batch in batches}
+        (num_examples,) = counts
+        return {"batches": batches, "step": step, "num_examples": num_examples}
+
+    def epoch(self, epoch: int, skip: int = 0) -> Iterator[dict]:
+        """As `DeviceBatches.epoch`: the batches of `epoch` from its batch `skip` on."""
+        steps = len(self)
+        for k in range(skip, steps):
+            yield self(epoch * steps + k)
+
+    def dropped(self) -> int:
+        """Examples left out of their packed rows, summed over the members (a host sync, as `DeviceBatches`)."""
+        return sum(member.dropped() for member in self.members)
+
+
+ON_DEVICE = (DeviceBatches, SeedBatches)  # what the loop takes in place of a dataset and a DataLoader
