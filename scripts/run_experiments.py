@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--recipe", default="reference", choices=sorted(RECIPES))
     parser.add_argument("--variants", default="learned,rope", help="Comma-separated position types to pretrain.")
     parser.add_argument("--synthesizer", action="store_true", help="Also run learned positions + synthesizer.")
-    parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants.")
+    parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants (with the "
+                        "fast path a variant's seeds pretrain in one train_pretrain.py --seeds process).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="",
@@ -181,14 +182,36 @@ def check_all_stage_flags(opts: argparse.Namespace) -> None:
         check_stage_flags("finetune", [*recipe["finetune"], *extra], both)
 
 
+def seeds_together(opts: argparse.Namespace) -> bool:
+    """With the fast path (on a GPU by default), a variant's seeds pretrain in one `--seeds` process
+    (training/seeds.py: each member is the model its separate `--seed S` run with the fast path trains); without it
+    (CPU runs by default), one process per seed, as before."""
+    return fast_path_on(opts.fast_path) and len(opts.seeds.split(",")) > 1
+
+
 def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
     """train_pretrain.py's flags from the recipe and options (the fast path's first, so the others override it)."""
-    flags = [*(FAST_PATH["pretrain"] if fast_path_on(opts.fast_path) else []), *RECIPES[opts.recipe]["pretrain"]]
+    fast = FAST_PATH["pretrain"] if fast_path_on(opts.fast_path) else []
+    seeds = ["--seeds", opts.seeds] if seeds_together(opts) else []
+    flags = [*fast, *seeds, *RECIPES[opts.recipe]["pretrain"]]
     if opts.pretrain_epochs is not None:
         flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
     if opts.save_epochs:
         flags += ["--save_epochs", opts.save_epochs]
     return flags + opts.pretrain_extra.split()
+
+
+def pretrain_together(opts: argparse.Namespace, wiki: Path, out: Path, name: str, flags: list[str],
+                      seeds: list[int]) -> dict[int, tuple[Path, float]]:
+    """Where `seeds_together`: one `--seeds` pretraining of variant `name` (its `flags`) into OUT/NAME-pretrain/seed-S;
+    each seed's folder and an even share of the process's seconds. Elsewhere nothing: each seed pretrains alone."""
+    if not seeds_together(opts):
+        return {}
+    print(f"[{opts.recipe}] {name}: pretrain seeds {opts.seeds} in one process", flush=True)
+    folder = out / f"{name}-pretrain"
+    seconds = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir", str(folder),
+                                               *flags], opts.threads), out / f"{name}-pretrain.log")
+    return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
 
 
 def main() -> None:
@@ -246,16 +269,21 @@ def main() -> None:
     variants = [(v, "causal") for v in opts.variants.split(",") if v]
     if opts.synthesizer:
         variants.append(("learned", "synthesizer"))
+    seeds = [int(s) for s in opts.seeds.split(",")]
     for position, attention in variants:
-        for seed in [int(s) for s in opts.seeds.split(",")]:
+        variant = [*recipe["shape"], "--position_embedding_type", position, "--attention_type", attention]
+        # with the fast path every seed of the variant at once (each member's folder, its share of the seconds)
+        together = pretrain_together(opts, wiki, out, f"{position}-{attention}-seeds",
+                                     [*variant, "--disable_tqdm", "True", *pretrain_flags, *extra], seeds)
+        for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
             print(f"[{opts.recipe}] {name}: pretrain -> finetune -> evaluate", flush=True)
-            shape = [*recipe["shape"], "--position_embedding_type", position, "--attention_type", attention,
-                     "--seed", str(seed), "--disable_tqdm", "True"]
-            pre_dir, fin_dir = out / f"{name}-pretrain", out / f"{name}-finetune"
-            t_pre = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir",
-                                                     str(pre_dir), *shape, *pretrain_flags, *extra], opts.threads),
-                        out / f"{name}-pretrain.log")
+            shape = [*variant, "--seed", str(seed), "--disable_tqdm", "True"]
+            pre_dir, t_pre = together.get(seed, (out / f"{name}-pretrain", None))
+            if t_pre is None:
+                t_pre = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir",
+                                                         str(pre_dir), *shape, *pretrain_flags, *extra], opts.threads),
+                            out / f"{name}-pretrain.log")
 
             def finetune(model_dir: Path, tag: str, seed: int = seed) -> tuple[Path, float]:
                 fin_dir = out / f"{tag}-finetune"
@@ -268,6 +296,7 @@ def main() -> None:
             row = {"name": name, "position": position, "attention": attention, "seed": seed,
                    "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
                    "train_seconds": round(t_pre + t_fin, 1),
+                   **({"pretrained_with_seeds": opts.seeds} if together else {}),
                    "dev": evaluate(fin_dir, dev, out / f"{name}.dev.predictions", out / f"{name}.dev.log")}
             if test.exists():
                 row["test"] = evaluate(fin_dir, test, out / f"{name}.test.predictions", out / f"{name}.test.log")

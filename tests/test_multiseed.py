@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from data_scripts import write_synthetic_corpus
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from training import SeedStack, TrainingDivergedError, run_cli
 
+ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]
 QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
 
@@ -136,3 +139,47 @@ def test_snapshots_go_to_each_members_folder_and_the_logs_name_each_seed(wiki, t
         assert isinstance(CharGPTForCausalLM.from_pretrained(snapshot), CharGPTForCausalLM)
     last = logged[-1]
     assert last["train/loss"] == pytest.approx((last["train/loss_seed_0"] + last["train/loss_seed_2"]) / 2)
+
+
+def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_seeds")
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(wiki.parent), "--steps", "2", "--json",
+                                      str(out), "--flags", " ".join([*TINY, "--per_device_train_batch_size", "8"])])
+    bench.main()
+    (result,) = json.loads(out.read_text())["rounds"]
+    assert result["bit_for_bit"] is True and len(result["separate"]) == 2
+    assert result["together"]["wall_seconds"] > 0
+    assert "members equal to their separate runs: True" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit, match=f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"):
+        bench.main()
+
+
+def test_run_experiments_pretrains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    experiments = importlib.import_module("run_experiments")
+    calls = []
+    monkeypatch.setattr(experiments, "run", lambda cmd, log: calls.append((cmd, log)) or 12.0)
+    wiki = tmp_path / "wiki.txt"
+
+    def plan(seeds: str, cuda: bool) -> tuple[list[str], dict]:
+        monkeypatch.setattr(experiments.torch.cuda, "is_available", lambda: cuda)
+        opts = experiments.build_parser().parse_args(["--data_dir", str(tmp_path), "--out_dir", str(tmp_path),
+                                                      "--recipe", "demo", "--seeds", seeds])
+        experiments.check_all_stage_flags(opts)  # train_pretrain.py takes the flags it will be given
+        flags = experiments.pretrain_stage_flags(opts)
+        seed_list = [int(s) for s in seeds.split(",")]
+        return flags, experiments.pretrain_together(opts, wiki, tmp_path, "rope-causal-seeds", flags, seed_list)
+
+    flags, together = plan("0,1", cuda=True)
+    assert flags[:4] == ["--device_data", "True", "--seeds", "0,1"]
+    folder = tmp_path / "rope-causal-seeds-pretrain"
+    assert together == {0: (folder / "seed-0", 6.0), 1: (folder / "seed-1", 6.0)}  # the 12 s shared
+    ((cmd, log),) = calls
+    assert cmd[cmd.index("--output_dir") + 1] == str(folder) and "--seeds" in cmd and "--seed" not in cmd
+    for seeds, cuda in (("0,1", False), ("0", True)):  # CPU, or one seed: one process per seed, as before
+        flags, together = plan(seeds, cuda)
+        assert together == {} and "--seeds" not in flags and "--device_data" not in flags
+    assert len(calls) == 1

@@ -1,0 +1,93 @@
+"""`--seeds`: N seeds pretrained in one process against N separate runs, on whatever device this machine trains on.
+
+    python benchmarks/bench_seeds.py --data_dir DIR --seeds 0,1,2 --steps 300            # the reference model
+    python benchmarks/bench_seeds.py --data_dir DIR --seeds 0,1 --steps 100 \\
+        --flags "--n_layer 2 --n_embd 128 --per_device_train_batch_size 32"              # tiny-ish, for a CPU
+
+Each run is `train_pretrain.main` in this process with `--device_data True --max_steps STEPS`, no checkpoints, no
+trackers: first the separate `--seed S` runs, then the `--seeds` run (`--repeats` alternates the pair again).
+Reports the wall time of each (what a user waits: data, model, training, saving) and its training seconds
+(`train_results.json`), and whether each member's final weights equal its separate run's bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
+from safetensors.torch import load_file
+
+import train_pretrain
+from training import atomic_write_json, run_cli
+
+
+def pretrain(wiki: Path, out: Path, steps: int, flags: list[str], seed_flags: list[str]) -> dict:
+    """One quiet pretraining; its wall and training seconds."""
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), "--device_data", "True", "--max_steps",
+            str(steps), "--checkpointing_steps", "0", "--report_to", "none", "--disable_tqdm", "True", *flags,
+            *seed_flags]
+    start = time.perf_counter()
+    if run_cli(train_pretrain.main, argv) != 0:
+        sys.exit(f"error: train_pretrain.py {shlex.join(argv)} failed")
+    wall = time.perf_counter() - start
+    trained = json.loads(next(out.glob("**/train_results.json")).read_text())["train_seconds"]  # members: the run's
+    return {"wall_seconds": round(wall, 2), "train_seconds": trained}
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    x, y = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt.")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--flags", default="", help="More train_pretrain.py flags (quoted), e.g. a smaller shape.")
+    parser.add_argument("--repeats", type=int, default=1, help="Times to run the separate runs and the --seeds run.")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads on a CPU (default: torch's).")
+    parser.add_argument("--json", default=None, help="Also write the figures to this JSON file.")
+    return parser
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
+    wiki = Path(opts.data_dir) / "wiki.txt"
+    if not wiki.is_file():
+        sys.exit(f"error: {wiki}: file not found")
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    seeds, flags = [int(s) for s in opts.seeds.split(",")], shlex.split(opts.flags)
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else cpu_name()
+    rounds = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(opts.repeats):
+            root = Path(tmp) / f"round{r}"
+            separate = [pretrain(wiki, root / f"seed{s}", opts.steps, flags, ["--seed", str(s)]) for s in seeds]
+            together = pretrain(wiki, root / "together", opts.steps, flags, ["--seeds", opts.seeds])
+            equal = all(same_weights(root / f"seed{s}", root / "together" / f"seed-{s}") for s in seeds)
+            rounds.append({"separate": separate, "together": together, "bit_for_bit": equal})
+            walls = sum(run["wall_seconds"] for run in separate)
+            print(f"round {r}: {len(seeds)} separate runs {walls:.1f}s wall "
+                  f"({sum(run['train_seconds'] for run in separate):.1f}s training); --seeds {opts.seeds} "
+                  f"{together['wall_seconds']:.1f}s wall ({together['train_seconds']:.1f}s training): "
+                  f"{walls / together['wall_seconds']:.2f}x; members equal to their separate runs: {equal}",
+                  flush=True)
+    summary = {"command": shlex.join(["python", *sys.argv]), "device": device, "threads": torch.get_num_threads(),
+               "cpu_count": os.cpu_count(), "torch": torch.__version__, "steps": opts.steps, "seeds": seeds,
+               "flags": opts.flags, "rounds": rounds}
+    if opts.json:
+        atomic_write_json(opts.json, summary)
+
+
+if __name__ == "__main__":
+    main()
