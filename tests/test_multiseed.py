@@ -107,6 +107,15 @@ def test_a_nan_in_one_member_stops_before_the_update_naming_its_seed_and_the_las
     assert not list(out.glob("seed-*"))
 
 
+def test_several_processes_are_refused_in_one_line(wiki, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(Accelerator, "num_processes", property(lambda self: 2))  # as under accelerate launch
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "o"), *TINY, *QUIET,
+            "--device_data", "True", "--seeds", "0,1", "--per_device_train_batch_size", "8"]
+    assert run_cli(train_pretrain.main, argv) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --device_data True (and --seeds) run in one process; launch without --num_processes")
+
+
 @pytest.mark.parametrize(("script", "extra", "expected"), [
     (train_pretrain, ["--seeds", "0,1"], "--seeds needs --device_data True"),
     (train_pretrain, ["--seeds", "1,1", "--device_data", "True"], "--seeds '1,1': each seed once"),
