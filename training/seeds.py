@@ -14,8 +14,10 @@ exactly what its separate run computes:
   same per tensor, and every member sees the same examples per step, hence the same learning rate.
 
 On CPU member S ends bit-for-bit equal to the separate run (tests/test_multiseed.py). The members run one after
-the other inside a step: what one process saves is the per-step host overhead (Python, launches, syncs), not
-FLOPs. fp16 is refused: its one loss scaler would skip a step for every member when one overflows.
+the other inside a step, so neither the models' arithmetic nor their kernel launches are shared; what is: the
+start-up and the loop's per-step work (one optimizer step over every member's tensors, one loss read-back for all).
+benchmarks/bench_seeds.py measures what that saves. fp16 is refused: its one loss scaler would skip a step for
+every member when one overflows.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ class LossWindow:
         for (step, epoch, _), value in zip(pending, values, strict=True):
             for i, member in enumerate(value if isinstance(value, list) else [value]):
                 if not math.isfinite(member):
-                    seed = f", seed {self.seeds[i]}" if self.seeds else ""
-                    raise TrainingDivergedError(self._diverged(step, f"{epoch + 1}{seed}", member, next_update))
+                    seed = self.seeds[i] if self.seeds else None
+                    raise TrainingDivergedError(self._diverged(step, epoch, member, next_update, seed))
             self._ready.append((step, epoch, value))
 
     def drop_after(self, step: int) -> None:
@@ -71,12 +71,13 @@ class LossWindow:
         ready, self._ready = self._ready, []
         return ready
 
-    def _diverged(self, step: int, where_in_run: str, value: float, next_update: int) -> str:
+    def _diverged(self, step: int, epoch: int, value: float, next_update: int, seed: int | None) -> str:
         latest = find_latest_checkpoint(str(self.output_dir))
         if step == next_update:
             where = "stopped before updating the weights"
         else:  # read back later: the weights took the bad updates, but no checkpoint after them was written
             where = (f"read back before step {next_update} (losses are read every --sync_steps {self.sync_steps} "
                      "steps); stopped without saving a checkpoint after it")
-        return (f"loss became {value} at step {step} (epoch {where_in_run}); {where}. Last good checkpoint: "
+        member = "" if seed is None else f", seed {seed}"
+        return (f"loss became {value} at step {step} (epoch {epoch + 1}{member}); {where}. Last good checkpoint: "
                 f"{latest or 'none'}. Try a lower --learning_rate.")
