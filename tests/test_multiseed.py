@@ -31,6 +31,16 @@ def wiki(tmp_path_factory) -> Path:
     return out / "wiki.txt"
 
 
+@pytest.fixture
+def one_thread():
+    """Bit for bit needs deterministic kernels: with several CPU threads the learned position embedding's gradient (an
+    accumulating index backward) can differ in the last bit between two separate runs of one seed."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def pretrain(wiki: Path, out: Path, *extra: str) -> None:
     """A tiny `--device_data` pretraining (dropout on, clipping on, a checkpoint every 3 steps) that must succeed."""
     argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUIET, "--device_data", "True",
@@ -43,7 +53,7 @@ def saved(folder: Path) -> tuple[dict[str, torch.Tensor], list]:
     return load_file(folder / "model.safetensors"), json.loads((folder / "train_results.json").read_text())["losses"]
 
 
-def test_each_member_is_its_separate_run_bit_for_bit_and_resumes_identically(wiki, tmp_path, capsys):
+def test_each_member_is_its_separate_run_bit_for_bit_and_resumes_identically(wiki, tmp_path, capsys, one_thread):
     for seed in (0, 1):
         pretrain(wiki, tmp_path / f"seed{seed}", "--seed", str(seed), "--max_steps", "6")
     pretrain(wiki, tmp_path / "together", "--seeds", "0,1", "--max_steps", "6", "--sync_steps", "2")
@@ -150,7 +160,7 @@ def test_snapshots_go_to_each_members_folder_and_the_logs_name_each_seed(wiki, t
     assert last["train/loss"] == pytest.approx((last["train/loss_seed_0"] + last["train/loss_seed_2"]) / 2)
 
 
-def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monkeypatch, capsys):
+def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monkeypatch, capsys, one_thread):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     bench = importlib.import_module("bench_seeds")
     out = tmp_path / "bench.json"
@@ -158,9 +168,9 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
                                       str(out), "--flags", " ".join([*TINY, "--per_device_train_batch_size", "8"])])
     bench.main()
     (result,) = json.loads(out.read_text())["rounds"]
-    assert result["bit_for_bit"] is True and len(result["separate"]) == 2
+    assert result["max_weight_difference"] == 0.0 and len(result["separate"]) == 2
     assert result["together"]["wall_seconds"] > 0
-    assert "members equal to their separate runs: True" in capsys.readouterr().out
+    assert "members' largest weight difference from their separate runs: 0\n" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit, match=f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"):
         bench.main()

@@ -13,7 +13,9 @@ exactly what its separate run computes:
 * optimizer and schedule: one AdamW over every member's tensors with the same two groups is elementwise the
   same per tensor, and every member sees the same examples per step, hence the same learning rate.
 
-On CPU member S ends bit-for-bit equal to the separate run (tests/test_multiseed.py). The members run one after
+On one CPU thread member S ends bit-for-bit equal to the separate run (tests/test_multiseed.py); with more threads,
+or on a GPU, kernels that accumulate in a varying order (the learned position embedding's gradient on CPU, atomics
+on a GPU) make even two separate runs of one seed differ in the last bits. The members run one after
 the other inside a step, so neither the models' arithmetic nor their kernel launches are shared; what is: the
 start-up and the loop's per-step work (one optimizer step over every member's tensors, one loss read-back for all).
 benchmarks/bench_seeds.py measures what that saves. fp16 is refused: its one loss scaler would skip a step for
