@@ -269,6 +269,8 @@ def _optimizer_step(
     # Dropout masks are a function of (seed, step, process) (`dropout_seed`), whatever the DataLoader iterators
     # consumed from the global RNG; a `SeedStack` reseeds before each member. Seeding is a host operation, no sync.
     torch.manual_seed(dropout_seed(args.seed, state.global_step, accelerator.process_index))
+    if "batches" in batch:  # a SeedStack's step (SeedBatches): its members reseed with their seeds and this step
+        batch = {**batch, "step": state.global_step}
     output = model(**batch)
     loss = output.loss
     window.add(state.global_step + 1, state.epoch, output.get("losses", loss))

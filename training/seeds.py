@@ -7,7 +7,8 @@ exactly what its separate run computes:
 
 * init: member i is built right after `set_seed(seed_i)` (`SeedStack.build`);
 * data: one `DeviceBatches` per seed (`SeedBatches`): the batch of step k is a list, member i's being its run's;
-* dropout: `SeedStack.forward` reseeds with `dropout_seed(seed_i, step)` before member i's forward;
+* dropout: `SeedStack.forward` reseeds with `dropout_seed(seed_i, step)` before member i's forward, `step` being
+  the loop's optimizer step;
 * gradients: the loss is the SUM of the members' losses and their parameters are disjoint, so member i's
   gradient is its run's; the loop clips each member's norm on its own (`clip_groups`);
 * optimizer and schedule: one AdamW over every member's tensors with the same two groups is elementwise the
@@ -57,8 +58,9 @@ def parse_seeds(text: str | None) -> list[int] | None:
     return seeds
 
 
-def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str) -> None:
-    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), and no fp16."""
+def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str, torch_compile: bool) -> None:
+    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), no fp16, no
+    torch.compile (untried: the step reseeds dropout between the members, inside what would be compiled)."""
     if seeds is None:
         return
     if not device_data:
@@ -67,6 +69,9 @@ def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: 
     if mixed_precision == "fp16":
         raise UsageError("--seeds does not run with --mixed_precision fp16 (one loss scaler would skip a step for "
                          "every member when one overflows); use no or bf16")
+    if torch_compile:
+        raise UsageError("--seeds does not run with --torch_compile yet (untried: the step reseeds dropout between "
+                         "the members); leave it off")
 
 
 @dataclass
@@ -98,7 +103,8 @@ class SeedStack(nn.Module):
         return cls(members, seeds)
 
     def forward(self, batches: Sequence[dict], step: int) -> SeedStackOutput:
-        """Member i on `batches[i]`, its dropout seeded as its separate run seeds step `step`."""
+        """Member i on `batches[i]`, its dropout seeded as its separate run seeds optimizer step `step` (the loop's
+        global step: with a first phase it is not the index of the batch)."""
         losses = []
         for seed, member, batch in zip(self.seeds, self.members, batches, strict=True):
             torch.manual_seed(dropout_seed(seed, step))
@@ -116,9 +122,9 @@ def clip_groups(model: nn.Module, unwrapped: nn.Module) -> list[list[nn.Paramete
 
 
 class SeedBatches:
-    """One `DeviceBatches` per seed, stepped together: batch `step` is ``{"batches": [...], "step": step,
-    "num_examples": n}``, the keyword arguments of `SeedStack.forward` plus the example count the schedule needs
-    (the same for every member: the same examples, other draws)."""
+    """One `DeviceBatches` per seed, stepped together: batch `step` is ``{"batches": [...], "num_examples": n}``,
+    member i's batch of its separate run and the example count the schedule needs (the same for every member: the
+    same examples, other draws). The loop adds the optimizer step `SeedStack.forward` seeds dropout with."""
 
     def __init__(self, members: Sequence[DeviceBatches]) -> None:
         if len({len(m) for m in members}) != 1 or len({len(m.examples) for m in members}) != 1:
@@ -132,7 +138,7 @@ class SeedBatches:
         batches = [member(step) for member in self.members]
         counts = {batch.pop("num_examples") for batch in batches}
         (num_examples,) = counts
-        return {"batches": batches, "step": step, "num_examples": num_examples}
+        return {"batches": batches, "num_examples": num_examples}
 
     def epoch(self, epoch: int, skip: int = 0) -> Iterator[dict]:
         """As `DeviceBatches.epoch`: the batches of `epoch` from its batch `skip` on."""
