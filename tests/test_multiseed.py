@@ -127,7 +127,7 @@ def test_several_processes_are_refused_in_one_line(wiki, tmp_path, monkeypatch, 
             "--device_data", "True", "--seeds", "0,1", "--per_device_train_batch_size", "8"]
     assert run_cli(train_pretrain.main, argv) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: --device_data True (and --seeds) run in one process; launch without --num_processes")
+        "error: --seeds runs in one process; launch without --num_processes")
 
 
 @pytest.mark.parametrize(("script", "extra", "expected"), [

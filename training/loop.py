@@ -137,7 +137,8 @@ def train(
         raise TypeError("the phases of a run must all be DeviceBatches or all be datasets")
     if all(on_device):
         if accelerator.num_processes > 1:
-            raise UsageError("--device_data True (and --seeds) run in one process; launch without --num_processes")
+            flag = "--seeds" if isinstance(train_dataset, SeedBatches) else "--device_data True"
+            raise UsageError(f"{flag} runs in one process; launch without --num_processes")
         model, optimizer = accelerator.prepare(model, optimizer)
         loaders = sources
     else:
