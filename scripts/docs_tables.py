@@ -162,6 +162,21 @@ def demo(results: Results) -> str:
     return table(["dev exact match", *(f"world seed {s}" for s in seeds), "mean"], rows)
 
 
+def demo_mixing(results: Results) -> str:
+    """The demo's rope recipe with questions mixed into pretraining (or first, alone): one row per recipe and group of
+    dev people, one column per world seed it ran on."""
+    data = results["demo_mixed_cpu"]
+    seeds = sorted(data["worlds"], key=int)
+    rows = []
+    for recipe, spec in data["recipes"].items():
+        for group, label in (("dev", "all dev"), ("paraphrased", "read in 4 paraphrases"),
+                             ("single", "read in one sentence")):
+            cells = [score(data["worlds"][s][recipe][group]) if recipe in data["worlds"][s] else "not run"
+                     for s in seeds]
+            rows.append([f"{recipe} ({spec['pretraining_steps']:,} steps)" if group == "dev" else "", label, *cells])
+    return table(["pretraining", "dev people", *(f"world seed {s}" for s in seeds)], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- headline
 
 
@@ -705,7 +720,7 @@ def presets(results: Results) -> str:
 
 
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in (
-    demo, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
+    demo, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
