@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
-    "loading": ["DataFileError", "ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
+    "loading": ["DataFileError", "ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
     "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
@@ -29,7 +29,15 @@ if TYPE_CHECKING:
 
     from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset, truncation_range
     from .device_batches import DeviceBatches, EncodedExamples
-    from .loading import DataFileError, ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length, read_text_file
+    from .loading import (
+        DataFileError,
+        ascii_only,
+        asked_person,
+        load_pretrain_corpus,
+        load_qa_tsv,
+        prompt_length,
+        read_text_file,
+    )
     from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
     from .packing import PackedCollator, pad_collate, pad_fraction
@@ -60,6 +68,7 @@ __all__ = [
     "SpanCorruption",
     "SyntheticWorld",
     "ascii_only",
+    "asked_person",
     "draw_lengths",
     "even_interleaving",
     "generate_synthetic_world",

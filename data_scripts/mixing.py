@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
 from collections.abc import Sequence, Sized
 from typing import Any
 
 from torch.utils.data import Dataset
 
-from .loading import DataFileError
+from .loading import DataFileError, asked_person
 
 __all__ = ["PLACEMENTS", "InterleavedDataset", "check_order", "even_interleaving", "mixed_order", "question_documents"]
 
 PLACEMENTS = ("even", "before_document")
-_QUESTION = re.compile(r"Where was (.+) born\?")
 
 
 def even_interleaving(n_first: int, n_second: int) -> list[tuple[int, int]]:
@@ -93,11 +91,11 @@ def question_documents(
     taken: set[int] = set()
     names = []
     for line, question in enumerate(questions, start=1):
-        match = _QUESTION.fullmatch(question)
-        if match is None:
+        name = asked_person(question)
+        if name is None:
             raise DataFileError(source, line, f"{question!r} is not 'Where was NAME born?': --mixed_qa_placement "
                                 "before_document needs the person's name")
-        names.append(match.group(1))
+        names.append(name)
     found = [-1] * len(questions)
     for q in sorted(range(len(names)), key=lambda q: -len(names[q])):
         name, candidates = names[q], []

@@ -23,7 +23,6 @@ import bisect
 import json
 import math
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -33,7 +32,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from data_scripts import DataFileError, read_text_file
+from data_scripts import DataFileError, asked_person, read_text_file
 from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
 from training import atomic_write_text
 
@@ -50,7 +49,6 @@ __all__ = [
     "write_records",
 ]
 
-QUESTION = re.compile(r"Where was (.+) born\?")
 REQUIRED = ("line", "question", "gold", "answer", "prediction", "abstained", "correct", "confidence", "grounded")
 
 
@@ -217,11 +215,11 @@ def build_records(
 
 
 def _grounding(question: str, gold: str, answer: str, wiki: WikiIndex | None) -> dict[str, Any]:
-    match = QUESTION.fullmatch(question)
-    if wiki is None or match is None:
+    person = asked_person(question)
+    if wiki is None or person is None:
         return {"grounded": None, "gold_grounded": None, "place_in_wiki": None, "person_in_wiki": None,
                 "wiki_lines": []}
-    lines = wiki.lines_with(match.group(1))
+    lines = wiki.lines_with(person)
     return {
         "grounded": wiki.occurs_in(answer, lines),
         "gold_grounded": wiki.occurs_in(gold, lines) if gold else None,
