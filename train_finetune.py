@@ -9,6 +9,8 @@ pretrained model; `--preset` for named deviations); the cosine schedule spans 20
 as the reference's does. The vocabulary always comes from wiki.txt.
 Two opt-in deviations for a pretrained model: `--replay_pretraining` (span-corrupted wiki.txt documents in every
 finetuning epoch) and `--freeze_parameters REGEX` (train only the other parameters).
+`--seeds 0,1,2 --device_data True` finetunes several seeds in one process (training/seeds.py), each from its own
+pretrained model when `--model_name_or_path` is a `train_pretrain.py --seeds` folder (its seed-S subfolders).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from transformers import HfArgumentParser
 
@@ -32,13 +35,17 @@ from data_scripts import (
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
+    SeedBatches,
+    SeedStack,
     TrainingArguments,
     UsageError,
     build_model_config,
+    check_seeds,
     collate_for,
     load_chargpt,
     make_accelerator,
     parse_args,
+    parse_seeds,
     report_done,
     run_card,
     run_cli,
@@ -51,7 +58,10 @@ class FinetuneDataArguments:
     pretrain_corpus_path: str = field(metadata={"help": "wiki.txt: defines the vocabulary and the schedule length."})
     finetune_corpus_path: str = field(metadata={"help": "TSV of `question<TAB>answer` lines."})
     model_name_or_path: str | None = field(
-        default=None, metadata={"help": "A pretrained chargpt folder; without it the model starts from scratch."}
+        default=None,
+        metadata={"help": "A pretrained chargpt folder; without it the model starts from scratch. With --seeds, a "
+                  "train_pretrain.py --seeds output folder gives each seed S its own model (FOLDER/seed-S); a plain "
+                  "model folder starts every seed from that one model."},
     )
     replay_pretraining: bool = field(
         default=False,
@@ -74,16 +84,48 @@ class FinetuneDataArguments:
     )
 
 
-def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer):
-    if data_args.model_name_or_path is None:
+def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer,
+               path: str | None = None):
+    """The model to finetune and its tokenizer: from scratch, or loaded from `path` (default: --model_name_or_path)."""
+    path = data_args.model_name_or_path if path is None else path
+    if path is None:
         return CharGPTForCausalLM(build_model_config(model_args, corpus_tokenizer.vocab_size)), corpus_tokenizer
-    model, tokenizer = load_chargpt(data_args.model_name_or_path, **model_args.dropout_overrides())
+    model, tokenizer = load_chargpt(path, **model_args.dropout_overrides())
     if tokenizer.get_vocab() != corpus_tokenizer.get_vocab():
         raise UsageError(
-            f"the vocabulary of {data_args.model_name_or_path} differs from the one built from "
+            f"the vocabulary of {path} differs from the one built from "
             f"{data_args.pretrain_corpus_path}; pretrain and finetune with the same wiki.txt"
         )
     return model, tokenizer
+
+
+def member_paths(path: str | None, seeds: list[int]) -> list[str | None]:
+    """Where each `--seeds` member starts: PATH/seed-S when PATH holds a seed-S folder (a `train_pretrain.py --seeds`
+    output), each seed needing its own; else PATH itself (one model, or None: from scratch) for every seed."""
+    if path is None or not any(Path(path).glob("seed-*")):
+        return [path] * len(seeds)
+    missing = [seed for seed in seeds if not (Path(path) / f"seed-{seed}").is_dir()]
+    if missing:
+        found = ", ".join(sorted(p.name for p in Path(path).glob("seed-*")))
+        raise UsageError(f"--model_name_or_path {path}: no seed-{missing[0]} folder for --seeds "
+                         f"{','.join(map(str, seeds))} (it has {found})")
+    return [str(Path(path) / f"seed-{seed}") for seed in seeds]
+
+
+def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer,
+                 seeds: list[int], paths: list[str | None]) -> tuple[SeedStack, CharTokenizer]:
+    """A `SeedStack` whose member S is what a separate `--seed S` run finetunes: built after `set_seed(S)` from
+    scratch, or loaded from its folder in `paths` (`member_paths`)."""
+    paths = iter(paths)
+    tokenizers = []
+
+    def make_model() -> CharGPTForCausalLM:
+        model, tokenizer = load_model(data_args, model_args, corpus_tokenizer, next(paths))
+        tokenizers.append(tokenizer)
+        return model
+
+    stack = SeedStack.build(make_model, seeds)
+    return stack, tokenizers[0]
 
 
 def freeze_matching(model: CharGPTForCausalLM, pattern: str) -> list[str]:
@@ -109,14 +151,23 @@ def build_parser() -> HfArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="finetune")
-    if args.seeds is not None:
-        raise UsageError("--seeds is for train_pretrain.py only so far; finetune each seed's model on its own")
+    seeds = parse_seeds(args.seeds)
+    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
+                torch_compile=args.torch_compile)
     pretrained = data_args.model_name_or_path is not None
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
-    model, tokenizer = load_model(data_args, model_args, CharTokenizer.from_corpus(text))
-    config = model.config
+    initialised_from = data_args.model_name_or_path or "scratch"
+    if seeds is None:
+        model, tokenizer = load_model(data_args, model_args, CharTokenizer.from_corpus(text))
+    else:
+        paths = member_paths(data_args.model_name_or_path, seeds)
+        model, tokenizer = load_members(data_args, model_args, CharTokenizer.from_corpus(text), seeds, paths)
+        if paths[0] != data_args.model_name_or_path:
+            initialised_from = f"{data_args.model_name_or_path}/seed-S"
+    members = [model] if seeds is None else list(model.members)
+    config = members[0].config
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
     prompts = dataset = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
@@ -129,18 +180,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data_args.device_data:  # the prompts first, as InterleavedDataset(prompts, documents) orders them
         encoded = EncodedExamples(tokenizer, block, documents=docs["text"] if data_args.replay_pretraining else None,
                                   prompts=prompts, prompts_first=True, device=accelerator.device)
-        dataset = DeviceBatches(encoded, args.per_device_train_batch_size, seed=args.seed, shuffle=args.shuffle,
-                                packing=args.packing)
+        batches = [DeviceBatches(encoded, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
+                                 packing=args.packing) for seed in seeds or [args.seed]]
+        dataset = batches[0] if seeds is None else SeedBatches(batches)
         deviations["device_data"] = True
     if data_args.freeze_parameters is not None:
-        frozen = freeze_matching(model, data_args.freeze_parameters)
+        frozen = [freeze_matching(member, data_args.freeze_parameters) for member in members][0]
         deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen)} tensors)"
+    if seeds is not None:
+        deviations["trained_with_seeds"] = ",".join(map(str, seeds))
 
     card = run_card(
-        model, args,
+        members[0], args,
         title=f"chargpt finetuned on birthplaces ({config.position_embedding_type} positions, "
               f"{config.attention_type} attention, {'pretrained' if pretrained else 'no pretraining'})",
-        stage="finetuning (name prompts)", initialised_from=data_args.model_name_or_path or "scratch",
+        stage="finetuning (name prompts)", initialised_from=initialised_from,
         data=data_args.finetune_corpus_path, examples=examples, **deviations,
     )
     result = train(
@@ -151,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         card=card,
         run_name="finetune",
     )
-    return report_done(accelerator, result, "finetuning", args.output_dir)
+    saved_to = args.output_dir if seeds is None else f"{args.output_dir}/seed-{{{','.join(map(str, seeds))}}}"
+    return report_done(accelerator, result, "finetuning", saved_to)
 
 
 def cli() -> int:

@@ -54,7 +54,8 @@ RECIPES: dict[str, dict] = {
 # The GPU fast path (issue 23): what each stage adds on a CUDA device (`--fast_path auto`, the default) or always
 # (`on`). Pretraining builds its batches on the device; its losses are read back every --logging_steps there
 # (--sync_steps' GPU default). Placed before the recipe's and the user's flags, which override it.
-FAST_PATH: dict[str, list[str]] = {"pretrain": ["--device_data", "True"]}
+# Finetuning takes it only where a variant's seeds train together (`--seeds` needs --device_data).
+FAST_PATH: dict[str, list[str]] = {"pretrain": ["--device_data", "True"], "finetune": ["--device_data", "True"]}
 
 
 def cuda_available() -> bool:
@@ -150,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variants", default="learned,rope", help="Comma-separated position types to pretrain.")
     parser.add_argument("--synthesizer", action="store_true", help="Also run learned positions + synthesizer.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants (with the "
-                        "fast path a variant's seeds pretrain in one train_pretrain.py --seeds process).")
+                        "fast path a variant's seeds pretrain in one train_pretrain.py --seeds process, then "
+                        "finetune in one train_finetune.py --seeds process).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="",
@@ -165,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip_baselines", action="store_true",
                         help="Only the pretrained variants (no London baseline, no finetuning from scratch).")
     parser.add_argument("--fast_path", default="auto", choices=["auto", "on", "off"],
-                        help="The GPU fast path for pretraining (" + " ".join(FAST_PATH["pretrain"]) + "): 'auto' "
-                        "= on a CUDA device only, so CPU runs are unchanged; 'off' = today's loop everywhere.")
+                        help="The GPU fast path (pretraining " + " ".join(FAST_PATH["pretrain"]) + "; several "
+                        "seeds pretrain, then finetune, in one --seeds process each): 'auto' = on a CUDA device "
+                        "only, so CPU runs are unchanged; 'off' = today's loop everywhere.")
     return parser
 
 
@@ -180,6 +183,9 @@ def check_all_stage_flags(opts: argparse.Namespace) -> None:
         check_stage_flags("pretrain", [*recipe["shape"], *pretrain_stage_flags(opts), *extra],
                           "--extra / --pretrain_extra")
         check_stage_flags("finetune", [*recipe["finetune"], *extra], both)
+        if seeds_together(opts):
+            check_stage_flags("finetune", [*FAST_PATH["finetune"], "--seeds", opts.seeds, *recipe["finetune"], *extra],
+                              both)
 
 
 def seeds_together(opts: argparse.Namespace) -> bool:
@@ -211,6 +217,22 @@ def pretrain_together(opts: argparse.Namespace, wiki: Path, out: Path, name: str
     folder = out / f"{name}-pretrain"
     seconds = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir", str(folder),
                                                *flags], opts.threads), out / f"{name}-pretrain.log")
+    return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
+
+
+def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path, name: str,
+                      pretrained: dict[int, tuple[Path, float]], flags: list[str]) -> dict[int, tuple[Path, float]]:
+    """After `pretrain_together`: one `--seeds` finetuning of its members (each from its own seed-S folder) into
+    OUT/NAME-finetune/seed-S; each seed's folder and an even share of the seconds. Elsewhere nothing."""
+    if not pretrained:
+        return {}
+    seeds = list(pretrained)
+    folder = out / f"{name}-finetune"
+    (source,) = {path.parent for path, _ in pretrained.values()}
+    seconds = run(launch("train_finetune.py", [
+        "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path", str(source),
+        "--output_dir", str(folder), "--seeds", ",".join(map(str, seeds)), "--disable_tqdm", "True",
+        *FAST_PATH["finetune"], *flags], opts.threads), out / f"{name}-finetune.log")
     return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
 
 
@@ -275,6 +297,10 @@ def main() -> None:
         # with the fast path every seed of the variant at once (each member's folder, its share of the seconds)
         together = pretrain_together(opts, wiki, out, f"{position}-{attention}-seeds",
                                      [*variant, "--disable_tqdm", "True", *pretrain_flags, *extra], seeds)
+        if together:
+            print(f"[{opts.recipe}] {position}-{attention}: finetune seeds {opts.seeds} in one process", flush=True)
+        finetuned = finetune_together(opts, wiki, train_tsv, out, f"{position}-{attention}-seeds", together,
+                                      [*recipe["finetune"], *extra])
         for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
             print(f"[{opts.recipe}] {name}: pretrain -> finetune -> evaluate", flush=True)
@@ -291,12 +317,13 @@ def main() -> None:
                                                opts.threads), out / f"{tag}-finetune.log")
                 return fin_dir, seconds
 
-            fin_dir, t_fin = finetune(pre_dir, name)
+            fin_dir, t_fin = finetuned[seed] if seed in finetuned else finetune(pre_dir, name)
             epochs = json.loads((pre_dir / "train_results.json").read_text())["epoch"]
             row = {"name": name, "position": position, "attention": attention, "seed": seed,
                    "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
                    "train_seconds": round(t_pre + t_fin, 1),
                    **({"pretrained_with_seeds": opts.seeds} if together else {}),
+                   **({"finetuned_with_seeds": opts.seeds} if seed in finetuned else {}),
                    "dev": evaluate(fin_dir, dev, out / f"{name}.dev.predictions", out / f"{name}.dev.log")}
             if test.exists():
                 row["test"] = evaluate(fin_dir, test, out / f"{name}.test.predictions", out / f"{name}.test.log")

@@ -1,5 +1,6 @@
-"""`--seeds`: several pretraining seeds in one process, each member bit-for-bit its separate `--seed S` run on CPU
-(init, batches, dropout, clipping, optimizer), independent of the others, resumable, stopped by a NaN in any one."""
+"""`--seeds`: several pretraining or finetuning seeds in one process, each member bit-for-bit its separate `--seed S`
+run on CPU (init, batches, dropout, clipping, optimizer), independent of the others, resumable, stopped by a NaN in
+any one."""
 
 from __future__ import annotations
 
@@ -88,6 +89,59 @@ def test_each_member_is_its_separate_run_bit_for_bit_and_resumes_identically(wik
     assert not (tmp_path / "together" / "model.safetensors").exists()  # only the members' folders
 
 
+def finetune(wiki: Path, out: Path, *extra: str) -> None:
+    """A tiny `--device_data` finetuning (dropout from the model, clipping on) that must succeed."""
+    argv = ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(wiki.parent / "birth_places_train.tsv"),
+            "--output_dir", str(out), *QUIET, "--device_data", "True", "--per_device_train_batch_size", "8",
+            "--num_train_epochs", "2", "--learning_rate", "1e-3", "--max_grad_norm", "0.5", *extra]
+    assert run_cli(train_finetune.main, argv) == 0
+
+
+def test_finetuning_members_are_their_separate_runs_from_their_own_pretrained_models(wiki, tmp_path, one_thread):
+    pretrained = tmp_path / "pre"
+    pretrain(wiki, pretrained, "--seeds", "0,1", "--max_steps", "2")
+    replay = ("--replay_pretraining", "True", "--freeze_parameters", "tok_emb")  # corruption draws per seed, frozen
+    for seed in (0, 1):
+        finetune(wiki, tmp_path / f"alone{seed}", *replay, "--seed", str(seed), "--model_name_or_path",
+                 str(pretrained / f"seed-{seed}"))
+    finetune(wiki, tmp_path / "together", *replay, "--seeds", "0,1", "--model_name_or_path", str(pretrained))
+    for seed in (0, 1):
+        weights, losses = saved(tmp_path / f"alone{seed}")
+        member_weights, member_losses = saved(tmp_path / "together" / f"seed-{seed}")
+        assert all(torch.equal(member_weights[k], weights[k]) for k in weights) and member_losses == losses, seed
+        before = load_file(pretrained / f"seed-{seed}" / "model.safetensors")
+        assert torch.equal(weights["transformer.tok_emb.weight"], before["transformer.tok_emb.weight"])  # frozen
+        assert not torch.equal(weights["lm_head.weight"], before["lm_head.weight"])
+        card = (tmp_path / "together" / f"seed-{seed}" / "README.md").read_text()
+        assert f"| seed | {seed} |" in card and f"| initialised_from | {pretrained}/seed-S |" in card
+    assert saved(tmp_path / "alone0")[1] != saved(tmp_path / "alone1")[1]
+
+
+def test_finetuning_seeds_from_one_model_or_from_scratch_match_their_separate_runs(wiki, tmp_path, one_thread):
+    pretrained = tmp_path / "pre"
+    pretrain(wiki, pretrained, "--max_steps", "2")
+    for start in (["--model_name_or_path", str(pretrained)], TINY):  # one model for every seed; no pretraining
+        tag = "shared" if start != TINY else "scratch"
+        finetune(wiki, tmp_path / f"{tag}-alone", *start, "--seed", "1", "--max_steps", "4")
+        finetune(wiki, tmp_path / f"{tag}-together", *start, "--seeds", "0,1", "--max_steps", "4")
+        weights, losses = saved(tmp_path / f"{tag}-alone")
+        member_weights, member_losses = saved(tmp_path / f"{tag}-together" / "seed-1")
+        assert all(torch.equal(member_weights[k], weights[k]) for k in weights) and member_losses == losses, tag
+        assert saved(tmp_path / f"{tag}-together" / "seed-0")[1] != losses
+
+
+def test_finetuning_seeds_missing_from_a_seeds_folder_is_one_line(wiki, tmp_path, capsys):
+    pretrained = tmp_path / "pre"
+    pretrain(wiki, pretrained, "--seeds", "0,1", "--max_steps", "1")
+    argv = ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(wiki.parent / "birth_places_train.tsv"),
+            "--output_dir", str(tmp_path / "o"), *QUIET, "--device_data", "True", "--seeds", "0,2",
+            "--model_name_or_path", str(pretrained)]
+    assert run_cli(train_finetune.main, argv) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --model_name_or_path {pretrained}: no seed-2 folder for --seeds 0,2 (it has seed-0, seed-1)")
+    assert not (tmp_path / "o").exists()
+
+
 def test_members_are_built_as_their_separate_runs_build_their_models():
     config = CharGPTConfig(vocab_size=12, block_size=16, n_layer=1, n_head=2, n_embd=16)
     stack = SeedStack.build(lambda: CharGPTForCausalLM(config), [3, 5])
@@ -138,7 +192,7 @@ def test_several_processes_are_refused_in_one_line(wiki, tmp_path, monkeypatch, 
      "--seeds does not run with --mixed_precision fp16"),
     (train_pretrain, ["--seeds", "0,1", "--device_data", "True", "--torch_compile", "True"],
      "--seeds does not run with --torch_compile yet"),
-    (train_finetune, ["--seeds", "0,1", "--finetune_corpus_path", "x.tsv"], "--seeds is for train_pretrain.py only"),
+    (train_finetune, ["--seeds", "0,1", "--finetune_corpus_path", "x.tsv"], "--seeds needs --device_data True"),
 ])
 def test_bad_seeds_are_one_line_errors(script, extra, expected, wiki, tmp_path, capsys):
     argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "o"), *TINY, *QUIET, *extra]
@@ -182,29 +236,39 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
         bench.main()
 
 
-def test_run_experiments_pretrains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch):
+def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     experiments = importlib.import_module("run_experiments")
     calls = []
     monkeypatch.setattr(experiments, "run", lambda cmd, log: calls.append((cmd, log)) or 12.0)
     wiki = tmp_path / "wiki.txt"
 
-    def plan(seeds: str, cuda: bool) -> tuple[list[str], dict]:
+    def plan(seeds: str, cuda: bool) -> tuple[list[str], dict, dict]:
         monkeypatch.setattr(experiments.torch.cuda, "is_available", lambda: cuda)
         opts = experiments.build_parser().parse_args(["--data_dir", str(tmp_path), "--out_dir", str(tmp_path),
                                                       "--recipe", "demo", "--seeds", seeds])
         experiments.check_all_stage_flags(opts)  # train_pretrain.py takes the flags it will be given
         flags = experiments.pretrain_stage_flags(opts)
         seed_list = [int(s) for s in seeds.split(",")]
-        return flags, experiments.pretrain_together(opts, wiki, tmp_path, "rope-causal-seeds", flags, seed_list)
+        together = experiments.pretrain_together(opts, wiki, tmp_path, "rope-causal-seeds", flags, seed_list)
+        finetuned = experiments.finetune_together(opts, wiki, tmp_path / "train.tsv", tmp_path, "rope-causal-seeds",
+                                                  together, ["--learning_rate", "1e-4"])
+        return flags, together, finetuned
 
-    flags, together = plan("0,1", cuda=True)
+    flags, together, finetuned = plan("0,1", cuda=True)
     assert flags[:4] == ["--device_data", "True", "--seeds", "0,1"]
     folder = tmp_path / "rope-causal-seeds-pretrain"
     assert together == {0: (folder / "seed-0", 6.0), 1: (folder / "seed-1", 6.0)}  # the 12 s shared
-    ((cmd, log),) = calls
+    tuned = tmp_path / "rope-causal-seeds-finetune"
+    assert finetuned == {0: (tuned / "seed-0", 6.0), 1: (tuned / "seed-1", 6.0)}
+    (cmd, log), (tune_cmd, tune_log) = calls
     assert cmd[cmd.index("--output_dir") + 1] == str(folder) and "--seeds" in cmd and "--seed" not in cmd
+    assert tune_cmd[tune_cmd.index("--model_name_or_path") + 1] == str(folder)  # each member from its seed-S
+    assert tune_cmd[tune_cmd.index("--output_dir") + 1] == str(tuned) and "--seed" not in tune_cmd
+    assert tune_cmd[tune_cmd.index("--seeds") + 1] == "0,1" and "--device_data" in tune_cmd
+    assert tune_cmd[-2:] == ["--learning_rate", "1e-4"] and tune_log.name == "rope-causal-seeds-finetune.log"
     for seeds, cuda in (("0,1", False), ("0", True)):  # CPU, or one seed: one process per seed, as before
-        flags, together = plan(seeds, cuda)
-        assert together == {} and "--seeds" not in flags and ("--device_data" in flags) == cuda  # the fast path's
-    assert len(calls) == 1
+        flags, together, finetuned = plan(seeds, cuda)
+        assert together == finetuned == {} and "--seeds" not in flags
+        assert ("--device_data" in flags) == cuda  # the fast path's
+    assert len(calls) == 2
