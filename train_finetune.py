@@ -152,8 +152,7 @@ def build_parser() -> HfArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="finetune")
     seeds = parse_seeds(args.seeds)
-    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
-                torch_compile=args.torch_compile)
+    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision)
     pretrained = data_args.model_name_or_path is not None
     accelerator = make_accelerator(args)
 

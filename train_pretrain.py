@@ -126,8 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--qa_only_epochs {qa_epochs} leaves no mixed epoch of --num_train_epochs "
                          f"{args.num_train_epochs}")
     seeds = parse_seeds(args.seeds)
-    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
-                torch_compile=args.torch_compile)
+    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision)
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)

@@ -30,7 +30,7 @@ from .errors import UsageError
 from .export import save_final, save_snapshot
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
-from .seeds import ON_DEVICE, SeedBatches, clip_groups, dropout_seed
+from .seeds import ON_DEVICE, SeedBatches, SeedStack, clip_groups, dropout_seed
 from .state import Loss, TrainResult, TrainState
 from .stopping import StopRequest
 from .syncing import LossWindow, resolve_sync_steps
@@ -89,7 +89,11 @@ def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
         return model
     backend = args.torch_compile_backend or "inductor"
     try:
-        compiled = torch.compile(model, mode=args.torch_compile_mode, backend=backend)
+        if isinstance(model, SeedStack):  # each member on its own: the dropout reseeding between them stays outside
+            compiled = SeedStack([torch.compile(member, mode=args.torch_compile_mode, backend=backend)
+                                  for member in model.members], model.seeds)
+        else:
+            compiled = torch.compile(model, mode=args.torch_compile_mode, backend=backend)
     except RuntimeError as err:  # an unknown mode or backend; torch's message lists the valid ones
         raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} --torch_compile_backend {backend}: "
                          f"{err}") from None
