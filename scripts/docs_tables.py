@@ -515,6 +515,18 @@ def design_probes(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- CPU, no AMX
 
 
+def batch_probes(results: Results) -> str:
+    """Batch size at equal epochs (rope, fp32, 11 epochs): the loss of the last epoch and the time per epoch."""
+    data = results["cpu_fp32_batch_probes"]
+    rows = []
+    for run in data["runs"]:
+        per_step = data["seconds_per_step"][str(run["batch_size"])]
+        rows.append([run["batch_size"], f"{run['learning_rate']:g}", f"{run['steps']:,}",
+                     f"{run['last_epoch_mean_loss']:.3f}", f"{per_step:g} s",
+                     f"{per_step * run['steps'] / 11:.0f} s"])
+    return table(["batch", "lr", "steps", "loss, last epoch (mean)", "per step", "per epoch"], rows)
+
+
 def cpu_runs_fp32(results: Results) -> str:
     return _runs_table(results, "accuracy_vs_compute_cpu_fp32")
 
@@ -687,6 +699,29 @@ def confidence_threshold(results: Results) -> str:
                   "dev precision / coverage", "dev: paraphrased people", "dev: one-sentence people"], rows)
 
 
+def confidence_demo_mixed(results: Results) -> str:
+    """docs/confidence.md: standard against mixed pretraining on today's demo worlds: the final models' dev answers,
+    and the held-out threshold applied to dev (all people, and those read in one sentence)."""
+    def at(point: dict) -> str:
+        return f"{pct(point['precision'])} / {pct(point['coverage'])}"
+
+    def grounded_only(dev: dict) -> str:
+        yes = dev["grounded"]["yes"]
+        return f"{pct(yes['accuracy'])} / {pct(100 * yes['total'] / dev['answers']['total'])}"
+
+    rows = []
+    for seed, world in sorted(results["confidence_demo_mixed_cpu"]["worlds"].items()):
+        for recipe in ("standard", "mixed"):
+            final, sweep = world[recipe]["final"], world[recipe]["sweep"]
+            rows.append([seed, recipe, pct(final["dev"]["answers"]["accuracy"]), *_ranking(final["dev"])[1:],
+                         grounded_only(final["dev"]), pct(sweep["dev"]["answers"]["accuracy"]),
+                         f"{sweep['threshold']:.3f}", at(sweep["chosen"]), f"**{at(sweep['dev_at_threshold'])}**",
+                         at(sweep["dev_groups"]["single"]["at_threshold"])])
+    return table(["world", "pretraining", "dev accuracy", "AURC (perfect, random)", "ECE",
+                  "grounded answers only: precision / coverage", "held-out model: dev", "threshold",
+                  "held-out precision / coverage", "dev precision / coverage", "one-sentence dev people"], rows)
+
+
 def confidence_h100(results: Results) -> str:
     """docs/confidence.md: the grounded split of the committed H100 dev predictions (no model here, no confidence)."""
     labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
@@ -722,9 +757,10 @@ def presets(results: Results) -> str:
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in (
     demo, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
-    cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, cpu_runs_fp32,
+    cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
+    cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
-    performance, confidence_demo, confidence_threshold, confidence_h100, presets)}
+    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_h100, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:
