@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from data_scripts import DataFileError, load_qa_tsv, read_text_file
+from data_scripts import DataFileError, asked_person, load_qa_tsv, read_text_file
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 
 
@@ -37,7 +37,7 @@ def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:
     questions = load_qa_tsv(Path(data_dir) / "birth_dev.tsv", model.config.block_size)
     found = recalled = 0
     for question, place in zip(questions["question"], questions["answer"], strict=True):
-        line = person_line(question[len("Where was "):-len(" born?")])
+        line = person_line(asked_person(question) or "")
         idx = line.find(place) if place else -1
         if idx < 0 or idx >= model.config.block_size - 8:
             continue
