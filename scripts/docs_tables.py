@@ -527,6 +527,18 @@ def batch_probes(results: Results) -> str:
     return table(["batch", "lr", "steps", "loss, last epoch (mean)", "per step", "per epoch"], rows)
 
 
+def batch_frontier(results: Results) -> str:
+    """The batch probes carried to dev: about 28 minutes of pretraining each, finetuned and evaluated."""
+    rows = []
+    for run in results["cpu_fp32_batch_probes"]["frontier_runs"]["runs"]:
+        rows.append([run["batch_size"], f"{run['learning_rate']:g}", f"{run['epochs']:.0f} ({run['steps']:,} steps)",
+                     f"{run['pretrain_seconds'] / 60:.1f} min", f"{run['train_seconds'] / 60:.1f} min",
+                     f"{run['final_pretrain_loss']:.2f}", f"{run['probe_recall']} of {run['probe_found']}",
+                     f"**{score(run['dev'])}**"])
+    return table(["batch", "lr", "pretraining epochs", "pretraining", "with finetuning", "final loss",
+                  "`probe_recall.py`", "dev"], rows)
+
+
 def cpu_runs_fp32(results: Results) -> str:
     return _runs_table(results, "accuracy_vs_compute_cpu_fp32")
 
@@ -758,7 +770,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     demo, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
-    cpu_runs_fp32,
+    batch_frontier, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_h100, presets)}
 
