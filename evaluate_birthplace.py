@@ -16,11 +16,19 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import HfArgumentParser
+from transformers.utils import logging
 
 from data_scripts import load_qa_tsv
 from evaluation import check_questions, load_metric, predict_birthplaces
 from evaluation.confidence import describe, summarize
-from evaluation.records import build_records, find_wiki, records_path_for, score_answers, write_records
+from evaluation.records import (
+    as_line,
+    build_records,
+    find_wiki,
+    records_path_for,
+    score_answers,
+    write_records,
+)
 from evaluation.report_html import report_path_for, write_report
 from training import (
     UsageError,
@@ -31,6 +39,8 @@ from training import (
     parse_args,
     run_cli,
 )
+
+logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -95,7 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     predictions = [r["prediction"] for r in records]
 
     if args.outputs_path:
-        atomic_write_text(args.outputs_path, "".join(line + "\n" for line in predictions))
+        atomic_write_text(args.outputs_path, "".join(as_line(line) + "\n" for line in predictions))
+        broken = sum(as_line(line) != line for line in predictions)
+        if broken:
+            logger.warning("%d predictions hold a line break; %s has a space there (the scores use the predictions "
+                           "themselves)", broken, args.outputs_path)
     if records_path:
         write_records(records_path, records)
     if html_path:

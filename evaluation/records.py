@@ -39,8 +39,10 @@ from training import atomic_write_text
 __all__ = [
     "AnswerScore",
     "WikiIndex",
+    "as_line",
     "build_records",
     "check_records_match",
+    "file_lines",
     "find_wiki",
     "read_records",
     "records_path_for",
@@ -234,17 +236,23 @@ def write_records(path: str | os.PathLike, records: Sequence[dict[str, Any]]) ->
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def _lines(text: str) -> list[str]:
+def file_lines(text: str) -> list[str]:
     """Lines of a newline-terminated file; not `splitlines()`, which also splits at U+2028 and the like (wiki.txt
     text inside a record may hold them)."""
     lines = text.split("\n")
     return lines[:-1] if lines[-1] == "" else lines
 
 
+def as_line(prediction: str) -> str:
+    """A prediction as its line of a predictions file: a line break the model generated (wiki.txt's vocabulary
+    holds the newline) becomes a space, so the file keeps one line per question. Scores use the prediction itself."""
+    return prediction.replace("\r", " ").replace("\n", " ")
+
+
 def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of one evaluation; a line that is not a record is a `DataFileError` naming the file and line."""
     records = []
-    for number, line in enumerate(_lines(read_text_file(path)), start=1):
+    for number, line in enumerate(file_lines(read_text_file(path)), start=1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
@@ -262,7 +270,7 @@ def check_records_match(
 ) -> None:
     """Refuse records made for another predictions file: same number of lines, the same prediction on each."""
     try:  # not read_text_file: a file of abstentions only is blank lines, and that is a valid predictions file
-        predictions = _lines(Path(predictions_path).read_text(encoding="utf-8"))
+        predictions = file_lines(Path(predictions_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         reason = getattr(err, "strerror", None) or err
         raise DataFileError(predictions_path, None, f"cannot read it ({reason})") from None
@@ -271,6 +279,6 @@ def check_records_match(
         raise DataFileError(records_path, None, f"{len(records)} records but {predictions_path} has "
                                                 f"{len(predictions)} predictions: {hint}")
     for number, (record, prediction) in enumerate(zip(records, predictions, strict=True), start=1):
-        if record["prediction"] != prediction:
+        if as_line(record["prediction"]) != prediction:
             raise DataFileError(records_path, number, f"prediction {record['prediction']!r} but {predictions_path}:"
                                                       f"{number} is {prediction!r}: {hint}")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from evaluation.records import file_lines
 from training.cli import UsageError, check_flags
 from training.files import atomic_write_json, atomic_write_text
 
@@ -122,7 +123,7 @@ def group_scores(predictions: Path, dev: Path, groups: dict[str, Path]) -> dict[
     """Exact match of one dev predictions file within each group of dev questions (a TSV holding a subset of them):
     one model, several kinds of people (e.g. read in several paraphrases or in one sentence)."""
     questions = [line.split("\t")[0] for line in dev.read_text(encoding="utf-8").splitlines()]
-    answer_of = dict(zip(questions, predictions.read_text(encoding="utf-8").splitlines(), strict=True))
+    answer_of = dict(zip(questions, file_lines(predictions.read_text(encoding="utf-8")), strict=True))
     out = {}
     for name, tsv in groups.items():
         rows = [line.split("\t") for line in tsv.read_text(encoding="utf-8").splitlines()]

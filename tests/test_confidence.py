@@ -3,6 +3,7 @@ threshold chosen on held-out questions, and the bad input around them. Tiny mode
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import shutil
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 import evaluate_birthplace
-from data_scripts import DataFileError, write_synthetic_corpus
+from data_scripts import DataFileError, load_qa_tsv, write_synthetic_corpus
 from evaluation.confidence import (
     apply_threshold,
     aurc,
@@ -27,8 +28,10 @@ from evaluation.confidence import (
 from evaluation.records import (
     AnswerScore,
     WikiIndex,
+    as_line,
     build_records,
     check_records_match,
+    file_lines,
     read_records,
     records_path_for,
     score_answers,
@@ -296,3 +299,29 @@ def test_an_evaluation_writes_records_and_page_beside_its_predictions(world, tin
     assert results["analysis"]["abstained"] == 4 and results["analysis"]["answered"]["total"] == 4
     assert results["analysis"] == summarize(again)
     assert "abstained on 4; answered 4 (50.0% coverage)" in capsys.readouterr().out
+
+
+def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model, tmp_path, monkeypatch, capsys):
+    """wiki.txt's vocabulary holds the newline, so an undertrained model can generate one inside an answer: the
+    predictions file stays one line per question (a space there), the records keep the answer, the score is the
+    answer's own, and the dev groups of run_experiments.py read the file."""
+    questions = load_qa_tsv(world / "birth_dev.tsv")
+    first, second = questions["answer"][:2]
+    broken = [first[:3] + "\n" + first[3:], "\n" + second, *questions["answer"][2:]]  # two broken, the rest right
+    monkeypatch.setattr(evaluate_birthplace, "predict_birthplaces", lambda *a, **kw: list(broken))
+    preds = tmp_path / "dev.predictions"
+    argv = ["--model_name_or_path", str(tiny_model), "--eval_corpus_path", str(world / "birth_dev.tsv"),
+            "--outputs_path", str(preds), "--results_path", str(tmp_path / "dev.json")]
+    assert run_cli(evaluate_birthplace.main, argv) == 0
+    lines = file_lines(preds.read_text(encoding="utf-8"))
+    assert lines == [first[:3] + " " + first[3:], " " + second, *questions["answer"][2:]]
+    assert as_line("a\r\nb") == "a  b"
+    records = read_records(records_path_for(preds))
+    assert [r["prediction"] for r in records[:2]] == broken[:2]
+    check_records_match(records_path_for(preds), records, preds)
+    assert json.loads((tmp_path / "dev.json").read_text())["correct"] == len(broken) - 2
+    experiments = importlib.import_module("scripts.run_experiments")
+    half = tmp_path / "half.tsv"
+    pairs = list(zip(questions["question"], questions["answer"], strict=True))[:4]
+    half.write_text("".join(f"{q}\t{a}\n" for q, a in pairs))
+    assert experiments.group_scores(preds, world / "birth_dev.tsv", {"half": half})["half"]["correct"] == 2
