@@ -5,6 +5,7 @@
 #   bash scripts/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
 #   run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
 #   bash scripts/gpu_session.sh commands    # print the Python commands it would run (the tests parse them)
+#   run(command="bash scripts/gpu_session.sh reproduce", carry=[".gpu"], timeout_s=600)   # a second call: below
 #
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
@@ -17,6 +18,10 @@
 #      faithful_rope_{pretrain,finetune}.log
 #   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
 #   530) after it began.
+# `reproduce` (a second call, once the fast path is known to fit): `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast
+# path (London, no pretraining, learned, rope, synthesizer; each variant's seeds pretrain and finetune in one
+# --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back
+#   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions and logs), session.log
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -36,6 +41,9 @@ BENCH=(benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmu
        --extra "$BENCH_EXTRA" --out "$OUT/bench_gpu.json")
 FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
       --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA")
+
+REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
+           --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA")
 
 left() { echo $((BUDGET - SECONDS)); }
 stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
@@ -98,10 +106,29 @@ print(round(rows["fast"]["projected_full_pretraining_s"] + 120) if "fast" in row
   echo "done in ${SECONDS}s"
 }
 
+reproduce_session() {
+  stage "environment"
+  environment || return 1
+  stage "make reproduce SEEDS=0,1,2 SYNTH=1 on the fast path ($(left)s left): $(printf '%q ' "${REPRODUCE[@]}")"
+  timeout "$(left)" "$PY" "${REPRODUCE[@]}" || echo "the run ended with status $? (the finished rows are kept)"
+  stage "collect"
+  local dir=$WORK/reproduce
+  [ -f "$dir/results.json" ] && cp "$dir/results.json" "$OUT/reproduce_results.json"
+  [ -f "$dir/results.md" ] && cp "$dir/results.md" "$OUT/reproduce_results.md"
+  (cd "$dir" && find . -maxdepth 1 \( -name '*.predictions' -o -name '*.log' \) -print0 \
+     | tar czf - --null -T -) > "$OUT/reproduce_outputs.tar.gz"
+  ls -l "$OUT"
+  echo "done in ${SECONDS}s"
+}
+
 case "${1:-run}" in
   commands)
     printf '%q ' "$PY" "${BENCH[@]}"; echo
-    printf '%q ' "$PY" "${FULL[@]}"; echo ;;
+    printf '%q ' "$PY" "${FULL[@]}"; echo
+    printf '%q ' "$PY" "${REPRODUCE[@]}"; echo ;;
+  reproduce)
+    mkdir -p "$OUT" "$WORK"
+    reproduce_session 2>&1 | tee -a "$OUT/session.log" ;;
   prepare)
     set -e
     SRC=${DATA_SRC:-../shared/data}
@@ -119,6 +146,6 @@ case "${1:-run}" in
     mkdir -p "$OUT" "$WORK"
     session 2>&1 | tee -a "$OUT/session.log" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh [run|prepare|commands]" >&2
+    echo "usage: bash scripts/gpu_session.sh [run|reproduce|prepare|commands]" >&2
     exit 2 ;;
 esac

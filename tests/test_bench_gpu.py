@@ -119,8 +119,9 @@ def session_commands(env: dict[str, str]) -> list[list[str]]:
 def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path):
     assert subprocess.run(["bash", "-n", "scripts/gpu_session.sh"], cwd=ROOT).returncode == 0
     commands = session_commands({"OUT": str(tmp_path / "out")})
-    assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py"]
-    bench_cmd, full_cmd = commands
+    assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py",
+                                        "scripts/run_experiments.py"]
+    bench_cmd, full_cmd, reproduce_cmd = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
     assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
@@ -131,3 +132,9 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     # The faithful rope pretraining on the fast path, 650 epochs: nothing in the command shortens it.
     assert (opts.recipe, opts.variants, opts.fast_path, opts.pretrain_epochs) == ("reference", "rope", "on", None)
     assert "--max_steps" not in opts.extra and "--num_train_epochs" not in opts.extra
+    # `reproduce`: make reproduce SEEDS=0,1,2 SYNTH=1, every seed of a variant in one process, nothing shortened
+    opts = experiments.build_parser().parse_args(reproduce_cmd[2:])
+    experiments.check_all_stage_flags(opts)
+    assert (opts.recipe, opts.variants, opts.synthesizer, opts.seeds, opts.fast_path, opts.pretrain_epochs,
+            opts.skip_baselines) == ("reference", "learned,rope", True, "0,1,2", "on", None, False)
+    assert experiments.seeds_together(opts) and "--max_steps" not in opts.extra
