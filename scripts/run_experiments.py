@@ -304,7 +304,8 @@ def main() -> None:
                                       [*recipe["finetune"], *extra])
         for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
-            print(f"[{opts.recipe}] {name}: pretrain -> finetune -> evaluate", flush=True)
+            stages = "evaluate" if seed in finetuned else "pretrain -> finetune -> evaluate"
+            print(f"[{opts.recipe}] {name}: {stages}", flush=True)
             shape = [*variant, "--seed", str(seed), "--disable_tqdm", "True"]
             pre_dir, t_pre = together.get(seed, (out / f"{name}-pretrain", None))
             if t_pre is None:
