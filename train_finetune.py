@@ -24,7 +24,6 @@ from pathlib import Path
 from transformers import HfArgumentParser
 
 from data_scripts import (
-    DeviceBatches,
     EncodedExamples,
     InterleavedDataset,
     load_pretrain_corpus,
@@ -35,13 +34,13 @@ from data_scripts import (
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
-    SeedBatches,
     SeedStack,
     TrainingArguments,
     UsageError,
     build_model_config,
     check_seeds,
     collate_for,
+    device_batches,
     load_chargpt,
     make_accelerator,
     parse_args,
@@ -116,16 +115,13 @@ def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, c
                  seeds: list[int], paths: list[str | None]) -> tuple[SeedStack, CharTokenizer]:
     """A `SeedStack` whose member S is what a separate `--seed S` run finetunes: built after `set_seed(S)` from
     scratch, or loaded from its folder in `paths` (`member_paths`)."""
-    paths = iter(paths)
-    tokenizers = []
+    path_of, tokenizers = dict(zip(seeds, paths, strict=True)), {}
 
-    def make_model() -> CharGPTForCausalLM:
-        model, tokenizer = load_model(data_args, model_args, corpus_tokenizer, next(paths))
-        tokenizers.append(tokenizer)
+    def make_model(seed: int) -> CharGPTForCausalLM:
+        model, tokenizers[seed] = load_model(data_args, model_args, corpus_tokenizer, path_of[seed])
         return model
 
-    stack = SeedStack.build(make_model, seeds)
-    return stack, tokenizers[0]
+    return SeedStack.build(make_model, seeds), tokenizers[seeds[0]]
 
 
 def freeze_matching(model: CharGPTForCausalLM, pattern: str) -> list[str]:
@@ -179,13 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data_args.device_data:  # the prompts first, as InterleavedDataset(prompts, documents) orders them
         encoded = EncodedExamples(tokenizer, block, documents=docs["text"] if data_args.replay_pretraining else None,
                                   prompts=prompts, prompts_first=True, device=accelerator.device)
-        batches = [DeviceBatches(encoded, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
-                                 packing=args.packing) for seed in seeds or [args.seed]]
-        dataset = batches[0] if seeds is None else SeedBatches(batches)
+        dataset = device_batches(encoded, args, seeds)
         deviations["device_data"] = True
     if data_args.freeze_parameters is not None:
-        frozen = [freeze_matching(member, data_args.freeze_parameters) for member in members][0]
-        deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen)} tensors)"
+        frozen = [freeze_matching(member, data_args.freeze_parameters) for member in members]
+        deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen[0])} tensors)"
     if seeds is not None:
         deviations["trained_with_seeds"] = ",".join(map(str, seeds))
 

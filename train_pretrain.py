@@ -40,6 +40,7 @@ from training import (
     build_model_config,
     check_seeds,
     collate_for,
+    device_batches,
     make_accelerator,
     parse_args,
     parse_seeds,
@@ -132,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
     tokenizer = CharTokenizer.from_corpus(text)
     config = build_model_config(model_args, tokenizer.vocab_size)
-    model = CharGPTForCausalLM(config) if seeds is None else SeedStack.build(lambda: CharGPTForCausalLM(config), seeds)
+    model = (CharGPTForCausalLM(config) if seeds is None
+             else SeedStack.build(lambda _: CharGPTForCausalLM(config), seeds))
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
     mixed, prompts, order = {}, None, None
@@ -153,10 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first_phase = (qa_epochs, prompts) if qa_epochs else None
     if data_args.device_data:
         def on_device(**data) -> DeviceBatches | SeedBatches:
-            encoded = EncodedExamples(tokenizer, block, **data, device=accelerator.device)
-            batches = [DeviceBatches(encoded, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
-                                     packing=args.packing) for seed in seeds or [args.seed]]
-            return batches[0] if seeds is None else SeedBatches(batches)
+            return device_batches(EncodedExamples(tokenizer, block, **data, device=accelerator.device), args, seeds)
 
         dataset = on_device(documents=docs["text"], prompts=prompts, order=order)
         first_phase = (qa_epochs, on_device(prompts=prompts)) if qa_epochs else None

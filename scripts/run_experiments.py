@@ -228,6 +228,7 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
     if not pretrained:
         return {}
     seeds = list(pretrained)
+    print(f"[{opts.recipe}] {name}: finetune seeds {opts.seeds} in one process", flush=True)
     folder = out / f"{name}-finetune"
     (source,) = {path.parent for path, _ in pretrained.values()}
     seconds = run(launch("train_finetune.py", [
@@ -272,7 +273,8 @@ def main() -> None:
     pretrain_flags = pretrain_stage_flags(opts)
     if fast_path_on(opts.fast_path) and (opts.variants or opts.synthesizer):
         print(f"[{opts.recipe}] fast path (--fast_path {opts.fast_path}): pretraining with "
-              f"{' '.join(FAST_PATH['pretrain'])}", flush=True)
+              f"{' '.join(FAST_PATH['pretrain'])}" + ("; each variant's seeds in one process" if
+                                                    seeds_together(opts) else ""), flush=True)
 
     if not opts.skip_baselines:
         print(f"[{opts.recipe}] London baseline", flush=True)
@@ -298,8 +300,6 @@ def main() -> None:
         # with the fast path every seed of the variant at once (each member's folder, its share of the seconds)
         together = pretrain_together(opts, wiki, out, f"{position}-{attention}-seeds",
                                      [*variant, "--disable_tqdm", "True", *pretrain_flags, *extra], seeds)
-        if together:
-            print(f"[{opts.recipe}] {position}-{attention}: finetune seeds {opts.seeds} in one process", flush=True)
         finetuned = finetune_together(opts, wiki, train_tsv, out, f"{position}-{attention}-seeds", together,
                                       [*recipe["finetune"], *extra])
         for seed in seeds:

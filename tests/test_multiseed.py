@@ -157,7 +157,7 @@ def test_finetuning_seeds_missing_from_a_seeds_folder_is_one_line(wiki, tmp_path
 
 def test_members_are_built_as_their_separate_runs_build_their_models():
     config = CharGPTConfig(vocab_size=12, block_size=16, n_layer=1, n_head=2, n_embd=16)
-    stack = SeedStack.build(lambda: CharGPTForCausalLM(config), [3, 5])
+    stack = SeedStack.build(lambda _: CharGPTForCausalLM(config), [3, 5])
     for seed, member in zip((3, 5), stack.members, strict=True):
         torch.manual_seed(seed)
         alone = CharGPTForCausalLM(config)

@@ -17,7 +17,7 @@ from .precision import cpu_has_fast_bf16, resolve_precision
 from .pretrained import check_chargpt_folder, load_chargpt
 from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
-from .seeds import SeedBatches, SeedStack, check_seeds, parse_seeds
+from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds
 from .state import TrainResult
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "check_chargpt_folder",
     "collate_for",
     "cpu_has_fast_bf16",
+    "device_batches",
     "find_latest_checkpoint",
     "load_chargpt",
     "make_accelerator",

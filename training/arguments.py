@@ -112,7 +112,7 @@ class TrainingArguments:
         default=None,
         metadata={"help": "Comma-separated seeds, e.g. 0,1,2: train one model per seed in one process, in lockstep, "
                   "each saved to OUTPUT_DIR/seed-S and equal to a separate run with --seed S (training/seeds.py). "
-                  "Needs --device_data True; pretraining only; one process. None: one model from --seed."},
+                  "Needs --device_data True; one process. None: one model from --seed."},
     )
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: all epochs)."})
     checkpointing_steps: int = field(default=500, metadata={"help": "Save a resumable checkpoint every N steps."})

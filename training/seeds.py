@@ -34,8 +34,9 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers.utils import ModelOutput
 
-from data_scripts import DeviceBatches
+from data_scripts import DeviceBatches, EncodedExamples
 
+from .arguments import TrainingArguments
 from .errors import UsageError
 
 
@@ -90,13 +91,13 @@ class SeedStack(nn.Module):
             raise ValueError(f"{len(self.members)} members for {len(self.seeds)} seeds")
 
     @classmethod
-    def build(cls, make_model: Callable[[], nn.Module], seeds: Sequence[int]) -> SeedStack:
-        """Each member built right after `set_seed(seed)`, as a separate run builds its model after
+    def build(cls, make_model: Callable[[int], nn.Module], seeds: Sequence[int]) -> SeedStack:
+        """Member S is `make_model(S)`, called right after `set_seed(S)`, as a separate run builds its model after
         `make_accelerator` seeds: the same init."""
         members = []
         for seed in seeds:
             set_seed(seed)
-            members.append(make_model())
+            members.append(make_model(seed))
         return cls(members, seeds)
 
     def forward(self, batches: Sequence[dict], step: int) -> SeedStackOutput:
@@ -146,6 +147,15 @@ class SeedBatches:
     def dropped(self) -> int:
         """Examples left out of their packed rows, summed over the members (a host sync, as `DeviceBatches`)."""
         return sum(member.dropped() for member in self.members)
+
+
+def device_batches(examples: EncodedExamples, args: TrainingArguments,
+                   seeds: list[int] | None) -> DeviceBatches | SeedBatches:
+    """`--device_data`'s batches of `examples`: the run's (drawn from --seed), or with `seeds` one `DeviceBatches`
+    per member, each its separate run's."""
+    batches = [DeviceBatches(examples, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
+                             packing=args.packing) for seed in seeds or [args.seed]]
+    return batches[0] if seeds is None else SeedBatches(batches)
 
 
 ON_DEVICE = (DeviceBatches, SeedBatches)  # what the loop takes in place of a dataset and a DataLoader
