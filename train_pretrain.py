@@ -88,6 +88,13 @@ class PretrainDataArguments:
                   "the name prompts of --mixed_qa_corpus_path alone (each once per epoch), the rest on the "
                   "mixed epochs; the cosine schedule spans the tokens of both."},
     )
+    name_windows: float = field(
+        default=0.0,
+        metadata={"help": "Not in the reference: the probability that an epoch's draw of a document 'Name. sentence' "
+                  "corrupts 'Name. ' + the sentence from a random word on (within its first int(7/8 block) "
+                  "characters) instead of the whole line, so each fact also follows the name directly (a knowledge "
+                  "augmentation of one sentence per person). 0 = the reference corruption."},
+    )
     device_data: bool = field(
         default=False,
         metadata={"help": "Build each step's batch with tensor operations on the training device "
@@ -99,6 +106,10 @@ class PretrainDataArguments:
     def __post_init__(self) -> None:
         if self.mixed_qa_repeats < 1:
             raise UsageError(f"--mixed_qa_repeats must be at least 1, got {self.mixed_qa_repeats}")
+        if not 0.0 <= self.name_windows <= 1.0:
+            raise UsageError(f"--name_windows is a probability in [0, 1], got {self.name_windows}")
+        if self.name_windows and self.device_data:
+            raise UsageError("--name_windows needs the datasets path: leave out --device_data True")
         if self.qa_only_epochs < 0:
             raise UsageError(f"--qa_only_epochs must be 0 or more, got {self.qa_only_epochs}")
         if self.mixed_qa_placement not in PLACEMENTS:
@@ -136,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = (CharGPTForCausalLM(config) if seeds is None
              else SeedStack.build(lambda _: CharGPTForCausalLM(config), seeds))
     block = config.block_size
-    dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
+    dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed,
+                                                  name_windows=data_args.name_windows)
     mixed, prompts, order = {}, None, None
     if data_args.mixed_qa_corpus_path is not None:
         path = data_args.mixed_qa_corpus_path
@@ -165,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
         stage="pretraining (span corruption)" + (" mixed with name prompts" if mixed else ""),
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
+        **({"name_windows": data_args.name_windows} if data_args.name_windows else {}),
         **({"device_data": True} if data_args.device_data else {}),
         **({"trained_with_seeds": ",".join(map(str, seeds))} if seeds else {}),
     )

@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "corruption": ["SpanCorruption", "draw_lengths", "span_corruption_dataset", "truncation_range"],
+    "corruption": ["SpanCorruption", "draw_lengths", "name_window", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["DataFileError", "ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
@@ -27,7 +27,7 @@ _MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the los
 if TYPE_CHECKING:
     from modeling_chargpt import IGNORE_INDEX
 
-    from .corruption import SpanCorruption, draw_lengths, span_corruption_dataset, truncation_range
+    from .corruption import SpanCorruption, draw_lengths, name_window, span_corruption_dataset, truncation_range
     from .device_batches import DeviceBatches, EncodedExamples
     from .loading import (
         DataFileError,
@@ -78,6 +78,7 @@ __all__ = [
     "name_prompt_dataset",
     "name_prompt_example",
     "name_prompt_text",
+    "name_window",
     "pad_collate",
     "pad_fraction",
     "prompt_length",

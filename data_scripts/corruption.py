@@ -20,17 +20,26 @@ resumed mid-epoch (``skip_first_batches``), sharded over processes, or prefetchi
 one uninterrupted process, and ``set_epoch`` gives every epoch fresh corruptions. The transform runs on every
 access (`Dataset.with_transform`), never through a cached `.map`. `set_epoch` mutates this object: with
 DataLoader workers, do not use ``persistent_workers=True`` (workers would keep a stale epoch).
+
+Name windows (``name_windows=p``, not in the reference, off by default): before step 1, with probability ``p`` a
+document ``"Name. sentence"`` (wiki.txt's layout; the name ends at the first ``". "`` that closes no initial)
+becomes ``"Name. " + sentence[k:]``, ``k`` a word start drawn uniformly among those in the sentence's first
+``int(block_size * 7 / 8)`` characters (``k = 0`` keeps it whole). Any fact of the sentence then also follows the
+name directly, as an answer follows its question: a cheap knowledge augmentation of one sentence per person
+(Allen-Zhu & Li, Physics of LM 3.1). These draws come from their own generator, so the reference's three draws are
+unchanged for a document left whole, and ``p = 0`` is the reference exactly.
 """
 
 from __future__ import annotations
 
 import random
+import re
 
 import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
-__all__ = ["SpanCorruption", "draw_lengths", "span_corruption_dataset", "truncation_range"]
+__all__ = ["SpanCorruption", "draw_lengths", "name_window", "span_corruption_dataset", "truncation_range"]
 
 
 def truncation_range(block_size: int) -> tuple[int, int]:
@@ -57,14 +66,33 @@ def draw_lengths(doc_len: int, block_size: int, rng: random.Random) -> tuple[int
     return L, masked_len, start
 
 
+# The end of the name in wiki.txt's "Name. sentence": the first ". " not closing an initial ("Douglas P. Fry. ...")
+_NAME_END = re.compile(r"(?<!\b\w)\. ")
+
+
+def name_window(text: str, block_size: int, rng: random.Random) -> str:
+    """``text`` as ``"Name. " + sentence[k:]`` for a word start ``k`` drawn uniformly among the sentence's first
+    ``int(block_size * 7 / 8)`` characters; ``text`` itself when no name ends it (no ``". "`` after a word)."""
+    end = _NAME_END.search(text)
+    if end is None:
+        return text
+    head, sentence = text[: end.end()], text[end.end() :]
+    reach = truncation_range(block_size)[1]
+    starts = [0] + [i + 1 for i, ch in enumerate(sentence[:reach]) if ch == " " and i + 1 < len(sentence)]
+    return head + sentence[rng.choice(starts) :]
+
+
 class SpanCorruption:
     """Callable for `Dataset.with_transform` over documents (columns ``text``, ``idx``).
 
     Returns ``{"input_ids": [[...]], "labels": [[...]]}``, each row ``block_size`` long.
     """
 
-    def __init__(self, tokenizer, block_size: int, seed: int = 0) -> None:
+    def __init__(self, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0) -> None:
         truncation_range(block_size)  # validates it
+        if not 0.0 <= name_windows <= 1.0:
+            raise ValueError(f"name_windows is a probability in [0, 1], got {name_windows!r}")
+        self.name_windows = name_windows
         self.tokenizer = tokenizer
         self.block_size = block_size
         self.seed = seed
@@ -88,8 +116,15 @@ class SpanCorruption:
         masked_string = prefix + MASK_CHAR + suffix + MASK_CHAR + masked
         return masked_string + PAD_CHAR * (self.block_size - len(masked_string))
 
+    def window(self, text: str, idx: int) -> str:
+        """The document this epoch corrupts: ``text``, or with probability ``name_windows`` a name window of it."""
+        if self.name_windows == 0.0:
+            return text
+        rng = random.Random(f"{self.seed}:{self.epoch}:{int(idx)}:window")
+        return name_window(text, self.block_size, rng) if rng.random() < self.name_windows else text
+
     def example(self, text: str, idx: int) -> dict[str, list[int]]:
-        ids = self.tokenizer.encode_text(self.corrupt(text, self.rng_for(idx)))
+        ids = self.tokenizer.encode_text(self.corrupt(self.window(text, idx), self.rng_for(idx)))
         pad = self.pad_token_id
         return {"input_ids": ids, "labels": [IGNORE_INDEX if t == pad else t for t in ids]}
 
@@ -105,9 +140,9 @@ class SpanCorruption:
 
 
 def span_corruption_dataset(
-    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0
+    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0
 ) -> tuple[datasets.Dataset, SpanCorruption]:
     """``docs`` (from `load_pretrain_corpus`) with the corruption as an on-access transform, and the transform
     itself (call its ``set_epoch`` every epoch)."""
-    corruption = SpanCorruption(tokenizer, block_size, seed)
+    corruption = SpanCorruption(tokenizer, block_size, seed, name_windows)
     return docs.with_transform(corruption), corruption

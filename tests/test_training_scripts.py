@@ -22,7 +22,7 @@ import train_finetune
 import train_pretrain
 import training.loop
 from data_scripts import load_pretrain_corpus, write_synthetic_corpus
-from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTForCausalLM, CharTokenizer
 from training import run_cli, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -420,3 +420,31 @@ def test_help_is_complete(script, capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--eval_corpus_path" in out if script is evaluate_birthplace else "--output_dir" in out
+
+
+def test_name_windows_in_pretraining(tmp_path, monkeypatch):
+    """--name_windows 1.0: every trained document is its name then its sentence from some word on, recorded in
+    the model card."""
+    sentences = {f"Ab {c}{c.lower()}n": f"a painter of the north and the sea, born in Place{c} in 18{i}0."
+                 for i, c in enumerate("ABCDEFGHIJKL")}
+    (tmp_path / "wiki.txt").write_text("".join(f"{n}. {s}\n" for n, s in sentences.items()), encoding="utf-8")
+    rows = trained_rows(monkeypatch)
+    out = tmp_path / "out"
+    argv = pretrain_args(tmp_path, out, "--num_train_epochs", "2", "--checkpointing_steps", "0", "--packing", "False",
+                         "--name_windows", "1.0")
+    assert run_cli(train_pretrain.main, argv) == 0
+    tok = CharTokenizer.from_pretrained(out)
+    cut = 0
+    for _, batch in rows:
+        for row in batch:
+            prefix, suffix, masked = "".join(tok.itos[t] for t in row).rstrip(PAD_CHAR).split(MASK_CHAR)
+            doc = prefix + masked + suffix  # a window truncated to at most 56 characters
+            name = next((n for n in sentences if doc.startswith(n + ". ")), None)
+            if name is None:
+                continue  # truncated inside the name, or the corpus's last, empty document
+            sentence, rest = sentences[name], doc[len(name) + 2:]
+            starts = [0] + [i + 1 for i, ch in enumerate(sentence) if ch == " "]
+            assert any(sentence[k:].startswith(rest) for k in starts), doc
+            cut += not sentence.startswith(rest)
+    assert cut > 10
+    assert "| name_windows | 1.0 |" in (out / "README.md").read_text()

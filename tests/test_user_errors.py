@@ -335,3 +335,17 @@ def test_the_shell_sees_exactly_one_line(world, good, tmp_path):
         assert proc.returncode == 1, (case, proc.stderr[-3000:])
         assert proc.stderr.splitlines() == [expected], proc.stderr[-3000:]
         assert not (folders[case] / "preds").exists() and not (folders[case] / "out").exists()
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--name_windows", "1.5"], "--name_windows is a probability in [0, 1], got 1.5"),
+    (["--name_windows", "0.5", "--device_data", "True"],
+     "--name_windows needs the datasets path: leave out --device_data True"),
+])
+def test_name_windows_is_checked_in_one_line(flags, expected, world, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(out), *QUIET, "--max_steps", "1",
+            "--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64", *flags]
+    assert run_cli(train_pretrain.main, argv) == 1
+    assert _error_line(capsys) == "error: " + expected
+    assert not out.exists()
