@@ -533,10 +533,43 @@ def batch_frontier(results: Results) -> str:
     for run in results["cpu_fp32_batch_probes"]["frontier_runs"]["runs"]:
         rows.append([run["batch_size"], f"{run['learning_rate']:g}", f"{run['epochs']:.0f} ({run['steps']:,} steps)",
                      f"{run['pretrain_seconds'] / 60:.1f} min", f"{run['train_seconds'] / 60:.1f} min",
-                     f"{run['final_pretrain_loss']:.2f}", f"{run['probe_recall']} of {run['probe_found']}",
+                     f"{run['final_pretrain_loss']:.2f}",
+                     f"{run['probe_recall']} of {run['probe_found']}",
                      f"**{score(run['dev'])}**"])
     return table(["batch", "lr", "pretraining epochs", "pretraining", "with finetuning", "final loss",
                   "`probe_recall.py`", "dev"], rows)
+
+
+def shape_probes(results: Results) -> str:
+    """Smaller model shapes, and name windows, at about 9-10 minutes of pretraining each: what they store."""
+    rows = []
+    for run in results["cpu_fp32_shape_probes"]["runs"]:
+        dev = run.get("dev")
+        rows.append([run["name"], f"{run['parameters']:,}", f"{run['seconds_per_step']:g} s",
+                     f"{run['epochs']} ({run['steps']:,} steps)", f"{run['pretrain_seconds'] / 60:.1f} min",
+                     f"{run['last_epoch_mean_loss']:.3f}", f"{run['probe_recall']} of {run['probe_found']}",
+                     f"**{score(dev)}**" if dev else "—"])
+    return table(["model (rope, fp32)", "parameters", "per step", "pretraining epochs", "pretraining",
+                  "loss, last epoch (mean)", "`probe_recall.py`", "dev (finetuned, lr 7.5e-5)"], rows)
+
+
+def shape_frontier(results: Results) -> str:
+    """The frontier question at about 28 minutes of pretraining: the reference shape against smaller ones."""
+    data = results["cpu_fp32_shape_probes"]["frontier_runs"]
+    ref = next(r for r in results["cpu_fp32_batch_probes"]["frontier_runs"]["runs"] if r["batch_size"] == 32)
+    ref = {**ref, **data["reference_shape"], "name": "4 layers, 256 dims (the reference shape)"}
+    rows = []
+    for run in [ref, *data["runs"]]:
+        chosen = run.get("selection")
+        rows.append([run["name"], f"{run['parameters']:,}", f"{run['epochs']:.0f}",
+                     f"{run['pretrain_seconds'] / 60:.1f} min", f"{run['final_pretrain_loss']:.2f}",
+                     f"{run['probe_recall']} of {run['probe_found']}",
+                     f"**{score(run['dev'])}**", f"{run['grounded_correct']} of {run['grounded_predictions']}",
+                     f"{score(chosen['dev'])} (lr {chosen['chosen_learning_rate']:g})" if chosen else "—",
+                     score(run["dev_without_finetuning"]) if "dev_without_finetuning" in run else "—"])
+    return table(["model (rope, fp32, batch 32)", "parameters", "epochs", "pretraining", "final loss",
+                  "`probe_recall.py`", "dev (lr 7.5e-5)", "grounded answers right", "dev, rate chosen on held-out",
+                  "dev, not finetuned"], rows)
 
 
 def cpu_runs_fp32(results: Results) -> str:
@@ -770,7 +803,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     demo, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
-    batch_frontier, cpu_runs_fp32,
+    batch_frontier, shape_probes, shape_frontier, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_h100, presets)}
 
