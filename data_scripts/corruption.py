@@ -103,10 +103,12 @@ class SpanCorruption:
         """Select the draws of ``epoch``; call it at the start of every epoch."""
         self.epoch = int(epoch)
 
-    def rng_for(self, idx: int, epoch: int | None = None) -> random.Random:
-        """The generator of document ``idx`` in ``epoch`` (default: the current one). String seeds are hashed
-        with SHA-512 by `random.seed`, so this does not depend on PYTHONHASHSEED."""
-        return random.Random(f"{self.seed}:{self.epoch if epoch is None else epoch}:{int(idx)}")
+    def rng_for(self, idx: int, epoch: int | None = None, stream: str = "") -> random.Random:
+        """The generator of document ``idx`` in ``epoch`` (default: the current one); another ``stream`` (e.g.
+        ``"window"``) gives draws independent of the corruption's. String seeds are hashed with SHA-512 by
+        `random.seed`, so this does not depend on PYTHONHASHSEED."""
+        return random.Random(f"{self.seed}:{self.epoch if epoch is None else epoch}:{int(idx)}"
+                             + (f":{stream}" if stream else ""))
 
     def corrupt(self, text: str, rng: random.Random) -> str:
         """The padded ``masked_string`` for one draw from ``rng``."""
@@ -120,7 +122,7 @@ class SpanCorruption:
         """The document this epoch corrupts: ``text``, or with probability ``name_windows`` a name window of it."""
         if self.name_windows == 0.0:
             return text
-        rng = random.Random(f"{self.seed}:{self.epoch}:{int(idx)}:window")
+        rng = self.rng_for(idx, stream="window")
         return name_window(text, self.block_size, rng) if rng.random() < self.name_windows else text
 
     def example(self, text: str, idx: int) -> dict[str, list[int]]:

@@ -200,11 +200,11 @@ def test_name_window_keeps_the_name_and_starts_the_sentence_at_a_word(corpus, da
     assert sum("." in name for name in names) > 50  # initials: "Douglas P. Fry. Douglas P Fry (born ..."
     seen_whole = seen_cut = 0
     for i, (doc, name) in enumerate(zip(texts[:2000], names, strict=True)):  # line i = person i
+        if name == "Anastasius I":  # the one name that ends in an initial: cut after "Anastasius I"
+            continue
         sentence = doc[len(name) + 2:]
         for draw in range(3):
             out = name_window(doc, BLOCK, random.Random(f"{i}:{draw}"))
-            if name == "Anastasius I":  # the one name that ends in an initial: cut after "Anastasius I"
-                continue
             assert out.startswith(name + ". "), (name, out)
             rest = out[len(name) + 2:]
             k = len(sentence) - len(rest)
