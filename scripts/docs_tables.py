@@ -572,6 +572,27 @@ def shape_frontier(results: Results) -> str:
                   "dev, not finetuned"], rows)
 
 
+def mixed_frontier(results: Results) -> str:
+    """Mixed training on the 4-layer 128-dim model at the frontier's budget: the questions' share and place in the
+    epoch, name windows, and one longer run with its 30-minute snapshot."""
+    base = next(r for r in results["cpu_fp32_shape_probes"]["frontier_runs"]["runs"]
+                if r["name"] == "4 layers, 128 dims, mixed training")
+    base = {**base, "name": "each question once per epoch, spread evenly (the table above)", "flags": ""}
+    rows = []
+    for run in [base, *results["cpu_fp32_mixed_frontier"]["runs"]]:
+        for entry in [run, *([{**run["snapshot"], "name": f"… its {run['snapshot']['epochs']:.0f}-epoch snapshot "
+                                                          "(cosine mid-way)", "flags": ""}]
+                             if "snapshot" in run else [])]:
+            plain = entry["dev_without_finetuning"]
+            rows.append([entry["name"], f"`{entry['flags']}`" if entry["flags"] else "",
+                         f"{entry['epochs']:.0f}", f"{entry['pretrain_seconds'] / 60:.1f} min",
+                         f"{entry['probe_recall']} of {entry['probe_found']}", f"**{score(plain)}**",
+                         f"{plain['grounded_correct']} of {plain['grounded_predictions']}", score(entry["dev"])])
+    return table(["4 layers, 128 dims, rope, fp32: training questions in pretraining", "flags beyond "
+                  "`--mixed_qa_corpus_path`", "epochs", "pretraining", "`probe_recall.py`", "dev, not finetuned",
+                  "its grounded answers right", "dev, finetuned (lr 7.5e-5)"], rows)
+
+
 def cpu_runs_fp32(results: Results) -> str:
     return _runs_table(results, "accuracy_vs_compute_cpu_fp32")
 
@@ -803,7 +824,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     demo, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
-    batch_frontier, shape_probes, shape_frontier, cpu_runs_fp32,
+    batch_frontier, shape_probes, shape_frontier, mixed_frontier, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_h100, presets)}
 
