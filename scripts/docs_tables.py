@@ -533,8 +533,7 @@ def batch_frontier(results: Results) -> str:
     for run in results["cpu_fp32_batch_probes"]["frontier_runs"]["runs"]:
         rows.append([run["batch_size"], f"{run['learning_rate']:g}", f"{run['epochs']:.0f} ({run['steps']:,} steps)",
                      f"{run['pretrain_seconds'] / 60:.1f} min", f"{run['train_seconds'] / 60:.1f} min",
-                     f"{run['final_pretrain_loss']:.2f}",
-                     f"{run['probe_recall']} of {run['probe_found']}",
+                     f"{run['final_pretrain_loss']:.2f}", f"{run['probe_recall']} of {run['probe_found']}",
                      f"**{score(run['dev'])}**"])
     return table(["batch", "lr", "pretraining epochs", "pretraining", "with finetuning", "final loss",
                   "`probe_recall.py`", "dev"], rows)
@@ -578,16 +577,18 @@ def mixed_frontier(results: Results) -> str:
     base = next(r for r in results["cpu_fp32_shape_probes"]["frontier_runs"]["runs"]
                 if r["name"] == "4 layers, 128 dims, mixed training")
     base = {**base, "name": "each question once per epoch, spread evenly (the table above)", "flags": ""}
-    rows = []
+    entries = []
     for run in [base, *results["cpu_fp32_mixed_frontier"]["runs"]]:
-        for entry in [run, *([{**run["snapshot"], "name": f"… its {run['snapshot']['epochs']:.0f}-epoch snapshot "
-                                                          "(cosine mid-way)", "flags": ""}]
-                             if "snapshot" in run else [])]:
-            plain = entry["dev_without_finetuning"]
-            rows.append([entry["name"], f"`{entry['flags']}`" if entry["flags"] else "",
-                         f"{entry['epochs']:.0f}", f"{entry['pretrain_seconds'] / 60:.1f} min",
-                         f"{entry['probe_recall']} of {entry['probe_found']}", f"**{score(plain)}**",
-                         f"{plain['grounded_correct']} of {plain['grounded_predictions']}", score(entry["dev"])])
+        entries.append(run)
+        if snap := run.get("snapshot"):
+            entries.append({**snap, "name": f"… its {snap['epochs']:.0f}-epoch snapshot (cosine mid-way)", "flags": ""})
+    rows = []
+    for entry in entries:
+        plain = entry["dev_without_finetuning"]
+        rows.append([entry["name"], f"`{entry['flags']}`" if entry["flags"] else "",
+                     f"{entry['epochs']:.0f}", f"{entry['pretrain_seconds'] / 60:.1f} min",
+                     f"{entry['probe_recall']} of {entry['probe_found']}", f"**{score(plain)}**",
+                     f"{plain['grounded_correct']} of {plain['grounded_predictions']}", score(entry["dev"])])
     return table(["4 layers, 128 dims, rope, fp32: training questions in pretraining", "flags beyond "
                   "`--mixed_qa_corpus_path`", "epochs", "pretraining", "`probe_recall.py`", "dev, not finetuned",
                   "its grounded answers right", "dev, finetuned (lr 7.5e-5)"], rows)
