@@ -18,8 +18,8 @@ import torch
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
-from data_scripts import load_qa_tsv
-from evaluation import check_questions, load_metric, predict_birthplaces
+from data_scripts import asked_person, load_qa_tsv
+from evaluation import check_questions, load_metric, predict_birthplaces, recite
 from evaluation.confidence import describe, summarize
 from evaluation.records import (
     as_line,
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.abstain_ungrounded and wiki is None:
         raise UsageError(f"--abstain_ungrounded needs wiki.txt: none beside {args.eval_corpus_path}; give --wiki_path")
 
-    answer_scores = None
+    answer_scores = recitations = None
     if args.baseline == "london":
         answers = ["London"] * len(questions)
     else:
@@ -98,10 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_questions(args.eval_corpus_path, questions, tokenizer, config, args.max_new_tokens)  # before loading
         model, tokenizer = load_chargpt(args.model_name_or_path)
         model = model.to(device)
-        answers = predict_birthplaces(model, tokenizer, questions, args.batch_size, args.max_new_tokens)
+        contexts = questions  # what each answer follows: the question, or the model's recitation (--recite True)
+        if config.answer_format == "recite":
+            logger.info("%s answers after reciting what it read about the person (answer_format='recite')",
+                        args.model_name_or_path)
+            contexts = recitations = recite(model, tokenizer, [asked_person(q) for q in questions], args.batch_size)
+        answers = predict_birthplaces(model, tokenizer, contexts, args.batch_size, args.max_new_tokens)
         if analyse:
-            answer_scores = score_answers(model, tokenizer, questions, answers, args.max_new_tokens, args.batch_size)
-    records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded)
+            answer_scores = score_answers(model, tokenizer, contexts, answers, args.max_new_tokens, args.batch_size)
+    records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,
+                            recitations)
     predictions = [r["prediction"] for r in records]
 
     if args.outputs_path:

@@ -7,8 +7,9 @@
 Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate, from scratch or from a
 pretrained model; `--preset` for named deviations); the cosine schedule spans 200 epochs of the pretraining corpus,
 as the reference's does. The vocabulary always comes from wiki.txt.
-Two opt-in deviations for a pretrained model: `--replay_pretraining` (span-corrupted wiki.txt documents in every
-finetuning epoch) and `--freeze_parameters REGEX` (train only the other parameters).
+Three opt-in deviations for a pretrained model: `--replay_pretraining` (span-corrupted wiki.txt documents in every
+finetuning epoch), `--freeze_parameters REGEX` (train only the other parameters) and `--recite True` (answer after
+reciting the person's wiki.txt line: data_scripts/recitation.py).
 `--seeds 0,1,2 --device_data True` finetunes several seeds in one process (training/seeds.py), each from its own
 pretrained model when `--model_name_or_path` is a `train_pretrain.py --seeds` folder (its seed-S subfolders).
 """
@@ -29,6 +30,7 @@ from data_scripts import (
     load_pretrain_corpus,
     load_qa_tsv,
     name_prompt_dataset,
+    recitation_dataset,
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
@@ -74,6 +76,13 @@ class FinetuneDataArguments:
                   "(data_scripts/device_batches.py: the same name-prompt rows in the same order, and with "
                   "--replay_pretraining the same distribution of corruptions, other draws; a fixed number of packed "
                   "rows per step) instead of the datasets path and a DataLoader. One process only."},
+    )
+    recite: bool = field(
+        default=False,
+        metadata={"help": "Recite, then answer (not in the reference): each training question becomes NAME + its "
+                  "wiki.txt line up to the answer's first mention + MASK + answer (loss after the name), so the model "
+                  "learns to recite what it read before naming the place; the saved config says "
+                  "answer_format='recite' and the evaluation asks that way. Needs 'Where was NAME born?' questions."},
     )
     freeze_parameters: str | None = field(
         default=None,
@@ -165,8 +174,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = members[0].config
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
-    prompts = dataset = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
     deviations, on_epoch_start = {}, None
+    if data_args.recite:
+        prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path)
+        deviations["answer_format"] = "recite"
+    else:
+        prompts = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
+    for member in members:  # how the saved model answers; evaluate_birthplace.py reads it
+        member.config.answer_format = "recite" if data_args.recite else "direct"
+    dataset = prompts
     if data_args.replay_pretraining:
         corrupted, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
         dataset, on_epoch_start = InterleavedDataset(dataset, corrupted), corruption.set_epoch

@@ -19,6 +19,7 @@ _EXPORTS = {
     "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
+    "recitation": ["recitation_dataset", "recitation_example", "recitation_limit"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
     from .packing import PackedCollator, pad_collate, pad_fraction
+    from .recitation import recitation_dataset, recitation_example, recitation_limit
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
 
 
@@ -84,6 +86,9 @@ __all__ = [
     "prompt_length",
     "question_documents",
     "read_text_file",
+    "recitation_dataset",
+    "recitation_example",
+    "recitation_limit",
     "span_corruption_dataset",
     "truncation_range",
     "write_synthetic_corpus",

@@ -75,7 +75,8 @@ def mixed_order(
 
 
 def question_documents(
-    questions: Sequence[str], documents: Sequence[str], source: str | os.PathLike
+    questions: Sequence[str], documents: Sequence[str], source: str | os.PathLike,
+    needed_by: str = "--mixed_qa_placement before_document",
 ) -> list[int]:
     """The document each ``Where was NAME born?`` question's person is read in: one that starts with NAME.
 
@@ -84,7 +85,7 @@ def question_documents(
     synthetic world's ``NAME was born ...``); among those, the first one not yet taken. Longer names choose first, so
     ``Robert E. Lee`` keeps his line from a question about ``Robert E``; questions sharing a name take that name's
     documents in order. A question that is not of that form, or whose person has no document left, is a
-    `DataFileError` naming ``source`` (the TSV) and its line.
+    `DataFileError` naming ``source`` (the TSV) and its line, and ``needed_by`` (the option that needs the match).
     """
     texts = sorted((text, i) for i, text in enumerate(documents))
     keys = [text for text, _ in texts]
@@ -93,8 +94,8 @@ def question_documents(
     for line, question in enumerate(questions, start=1):
         name = asked_person(question)
         if name is None:
-            raise DataFileError(source, line, f"{question!r} is not 'Where was NAME born?': --mixed_qa_placement "
-                                "before_document needs the person's name")
+            raise DataFileError(source, line, f"{question!r} is not 'Where was NAME born?': {needed_by} needs the "
+                                "person's name")
         names.append(name)
     found = [-1] * len(questions)
     for q in sorted(range(len(names)), key=lambda q: -len(names[q])):
@@ -108,7 +109,7 @@ def question_documents(
                 candidates.append((after != ".", doc))
         if not candidates:
             raise DataFileError(source, q + 1, f"no document (wiki.txt line) left that starts with the name "
-                                f"{name!r}: --mixed_qa_placement before_document puts the question before it")
+                                f"{name!r}: {needed_by} needs the person's document")
         found[q] = min(candidates)[1]
         taken.add(found[q])
     return found

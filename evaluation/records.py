@@ -12,9 +12,10 @@ evaluation abstained), ``abstained``, ``correct`` (answer == gold, abstention as
 ``logprob`` (the answer's characters and its closing MASK, summed log-probabilities), ``min_char_prob`` (the least
 likely of those characters), ``confidence`` (exp(logprob): the probability of exactly this answer), ``grounded``
 (answer occurs in one of the person's wiki.txt lines), ``gold_grounded`` (the gold place does), ``place_in_wiki``
-(answer occurs anywhere in wiki.txt), ``person_in_wiki`` and ``wiki_lines`` (the person's lines: ``{"line", "text"}``).
-Scores are None without a model (the London baseline), grounding fields None without wiki.txt or for a question that
-is not ``Where was NAME born?``.
+(answer occurs anywhere in wiki.txt), ``person_in_wiki`` and ``wiki_lines`` (the person's lines: ``{"line", "text"}``),
+``recitation`` (what a `--recite True` model said about the person before answering; None for other models; the
+scores are then the answer's given the recitation). Scores are None without a model (the London baseline),
+grounding fields None without wiki.txt or for a question that is not ``Where was NAME born?``.
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ def build_records(
     wiki: WikiIndex | None = None,
     abstain_below: float | None = None,
     abstain_ungrounded: bool = False,
+    recitations: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One record per question (see the module docstring); gold "" means unknown (test inputs).
 
@@ -209,7 +211,7 @@ def build_records(
             "prediction": "" if abstained else answer, "abstained": abstained,
             "correct": (answer == gold_place) if gold_place else None,
             "logprob": score.logprob if score else None, "min_char_prob": score.min_char_prob if score else None,
-            "confidence": confidence,
+            "confidence": confidence, "recitation": recitations[i] if recitations is not None else None,
         }
         record.update(grounding)
         records.append(record)

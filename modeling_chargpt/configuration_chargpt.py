@@ -5,6 +5,7 @@ from __future__ import annotations
 from transformers import PretrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("learned", "rope", "sinusoidal", "none")
+ANSWER_FORMATS = ("direct", "recite")
 ATTENTION_TYPES = ("causal", "synthesizer")
 
 
@@ -12,7 +13,9 @@ class CharGPTConfig(PretrainedConfig):
     """One object drives the whole model: shapes, dropout, position encoding and attention variant.
 
     `block_size` is the training context. Learned positions and synthesizer attention have parameters
-    tied to it, so they cannot run past it; rope, sinusoidal and no positions can.
+    tied to it, so they cannot run past it; rope, sinusoidal and no positions can. `answer_format` says how a
+    finetuned model answers a birthplace question: 'direct' (the reference: question, MASK, answer) or 'recite'
+    (`train_finetune.py --recite True`: the name, its recited document, MASK, answer); the evaluation reads it.
     """
 
     model_type = "chargpt"
@@ -44,12 +47,15 @@ class CharGPTConfig(PretrainedConfig):
         bos_token_id: int | None = None,
         tie_word_embeddings: bool = False,
         use_cache: bool = True,
+        answer_format: str = "direct",
         **kwargs,
     ) -> None:
         if position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ValueError(
                 f"position_embedding_type={position_embedding_type!r} is not one of {list(POSITION_EMBEDDING_TYPES)}"
             )
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format={answer_format!r} is not one of {list(ANSWER_FORMATS)}")
         if attention_type not in ATTENTION_TYPES:
             raise ValueError(f"attention_type={attention_type!r} is not one of {list(ATTENTION_TYPES)}")
         for name, value in (("vocab_size", vocab_size), ("n_layer", n_layer), ("n_head", n_head),
@@ -86,6 +92,7 @@ class CharGPTConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         self.use_cache = use_cache
+        self.answer_format = answer_format
         # transformers 5's PretrainedConfig no longer declares these; generate() reads them from here.
         self.pad_token_id = pad_token_id
         self.eos_token_id = eos_token_id

@@ -1,0 +1,126 @@
+"""Recite, then answer (`train_finetune.py --recite True`): the rows, the two-stage decoding, the scripts end to end."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from test_training_scripts import QUIET, ROOT, TINY, launch, run_ok, world  # noqa: F401  (world: a fixture)
+
+from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
+from data_scripts.recitation import recitation_text
+from evaluation import check_questions, greedy_until_mask, recite
+from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+
+DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",
+        "Ann Lee. Ann Lee is a painter .",
+        "Bo Ek. " + "Bo Ek wrote many books about boats " * 4 + "and was born in Oslo ."]
+TOKENIZER = CharTokenizer.from_corpus("\n".join(DOCS))
+
+
+def test_the_row_recites_up_to_the_answer_after_the_name_then_answers():
+    text = recitation_text("Paris Hilton", DOCS[0], "New York City", 128)
+    assert text.rstrip(PAD_CHAR) == "Paris Hilton. Paris Hilton was born in New York City" + MASK_CHAR + \
+        "New York City" + MASK_CHAR
+    assert len(text) == 128
+    # an answer the name contains is looked for outside the name's mentions
+    assert recitation_text("Paris Hilton", DOCS[0], "Paris", 128).startswith(
+        DOCS[0][: DOCS[0].index(" or Rome")] + MASK_CHAR + "Paris" + MASK_CHAR)
+    # an answer not in the document: the whole document is recited
+    assert recitation_text("Ann Lee", DOCS[1], "Rome", 128).rstrip(PAD_CHAR) == DOCS[1] + MASK_CHAR + "Rome" + MASK_CHAR
+    # never more than three quarters of the block, even when the answer comes later
+    late = recitation_text("Bo Ek", DOCS[2], "Oslo", 128)
+    assert late.index(MASK_CHAR) == recitation_limit(128) == 96 and late[96:].startswith(MASK_CHAR + "Oslo" + MASK_CHAR)
+    with pytest.raises(ValueError, match="no room for the name"):
+        recitation_text("Bo Ek", DOCS[2], "x" * 30, 36)
+
+
+def test_labels_skip_the_name_and_the_padding():
+    row = recitation_example("Ann Lee", DOCS[1], "Rome", TOKENIZER, 64)
+    n = len(DOCS[1]) + len("Rome") + 2
+    assert row["labels"][:7] == [IGNORE_INDEX] * 7
+    assert row["labels"][7:n] == row["input_ids"][7:n]
+    assert row["labels"][n:] == [IGNORE_INDEX] * (64 - n) and len(row["input_ids"]) == 64
+
+
+def test_dataset_matches_each_question_to_its_document_and_names_bad_lines(tmp_path):
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("Where was Ann Lee born?\tRome\nWhere was Paris Hilton born?\tNew York City\n")
+    rows = recitation_dataset(load_qa_tsv(tsv), DOCS, TOKENIZER, 128, tsv)
+    texts = ["".join(TOKENIZER.itos[i] for i in ids).rstrip(PAD_CHAR) for ids in rows["input_ids"]]
+    assert texts[0].startswith("Ann Lee. Ann Lee") and texts[1].endswith(MASK_CHAR + "New York City" + MASK_CHAR)
+    tsv.write_text("Where was Ann Lee born?\tRome\nWhere was Zed Q born?\tRome\n")
+    with pytest.raises(DataFileError, match=r"train.tsv:2: no document .*'Zed Q': --recite True needs"):
+        recitation_dataset(load_qa_tsv(tsv), DOCS, TOKENIZER, 128, tsv)
+    tsv.write_text("Where was Ann Lee born?\tR\u00f8me\n")  # a character wiki.txt never has
+    with pytest.raises(DataFileError, match=r"train.tsv:1: .*not in the vocabulary"):
+        recitation_dataset(load_qa_tsv(tsv), DOCS, TOKENIZER, 128, tsv)
+
+
+def one_by_one(model, names: list[str]) -> tuple[list[str], list[str]]:
+    """The two stages decoded for one name at a time, without the batched helpers: recitation, then answer."""
+    limit, mask = recitation_limit(model.config.block_size), TOKENIZER.mask_token_id
+    contexts, answers = [], []
+    for name in names:
+        ids = torch.tensor([TOKENIZER.encode_text(name)])
+        out = model.generate(ids, max_new_tokens=limit - len(name), do_sample=False, eos_token_id=mask,
+                             pad_token_id=TOKENIZER.pad_token_id)[0, ids.shape[1]:].tolist()
+        context = name + "".join(TOKENIZER.itos[t] for t in out[: out.index(mask) if mask in out else len(out)])
+        ids = torch.tensor([TOKENIZER.encode_text(context + MASK_CHAR)])
+        out = model.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=mask,
+                             pad_token_id=TOKENIZER.pad_token_id)[0, ids.shape[1]:].tolist()
+        contexts.append(context)
+        answers.append("".join(TOKENIZER.itos[t] for t in out[: out.index(mask) if mask in out else len(out)]))
+    return contexts, answers
+
+
+def test_batched_recitation_and_answer_equal_decoding_each_name_alone():
+    torch.manual_seed(0)
+    config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16,
+                           position_embedding_type="rope", answer_format="recite")
+    model = CharGPTForCausalLM(config).eval()
+    with torch.no_grad():  # make MASK likely, so that some recitations stop early and some run to the limit
+        model.lm_head.weight[TOKENIZER.mask_token_id] += 0.4 * model.lm_head.weight.std() * torch.randn(16)
+    names = ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ann L", "Ek Bo"]  # some of one length: batched together
+    contexts = recite(model, TOKENIZER, names, batch_size=3, show_progress=False)
+    answers = greedy_until_mask(model, TOKENIZER, [c + MASK_CHAR for c in contexts], 3, 8, show_progress=False)
+    expected_contexts, expected_answers = one_by_one(model, names)
+    assert contexts == expected_contexts and answers == expected_answers
+    assert all(len(c) <= recitation_limit(32) and c.startswith(n) for c, n in zip(contexts, names, strict=True))
+
+
+def test_a_reciting_model_refuses_other_questions_and_fits_its_block(tmp_path):
+    config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, position_embedding_type="learned",
+                           answer_format="recite")
+    with pytest.raises(DataFileError, match=r"q.tsv:2: .*not 'Where was NAME born\?'"):
+        check_questions(tmp_path / "q.tsv", ["Where was Ann Lee born?", "Who is Ann Lee?"], TOKENIZER, config, 16)
+    with pytest.raises(DataFileError, match="the recitation \\+ MASK is 49 characters"):
+        check_questions(tmp_path / "q.tsv", ["Where was Ann Lee born?"], TOKENIZER, config, 32)
+    check_questions(tmp_path / "q.tsv", ["Ann Lee"], TOKENIZER, CharGPTConfig(vocab_size=9), 16)  # direct: any text
+    with pytest.raises(ValueError, match="answer_format='quoted' is not one of"):
+        CharGPTConfig(answer_format="quoted")
+
+
+def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (the fixture)
+    pre, fin = tmp_path / "pre", tmp_path / "fin"
+    run_ok(launch("train_pretrain.py", "--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre),
+                  *TINY, *QUIET, "--per_device_train_batch_size", "8", "--max_steps", "2",
+                  "--position_embedding_type", "rope"))
+    run_ok(launch("train_finetune.py", "--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+                  str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre), "--output_dir", str(fin),
+                  *QUIET, "--max_steps", "2", "--per_device_train_batch_size", "8", "--recite", "True"))
+    assert json.loads((fin / "config.json").read_text())["answer_format"] == "recite"
+    assert "| answer_format | recite |" in (fin / "README.md").read_text()
+    preds = tmp_path / "dev.predictions"
+    out = run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
+                  "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(preds)])
+    assert " out of 20: " in out.stdout
+    assert len(preds.read_text().splitlines()) == 20
+    records = [json.loads(line) for line in preds.with_name(preds.name + ".records.jsonl").read_text().splitlines()]
+    assert len(records) == 20
+    for record in records:  # each answer follows the model's own recitation about the person asked
+        name = record["question"][len("Where was "):-len(" born?")]
+        assert record["recitation"].startswith(name) and len(record["recitation"]) <= recitation_limit(64)
+        assert record["confidence"] is not None
