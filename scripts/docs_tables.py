@@ -251,7 +251,21 @@ def headline_rows(results: Results) -> list[dict]:
                         "cpu-fast-synth-e220/learned-synthesizer-seed0", "the-cpu-levers"),
         _cpu_single_row(results, "rope", "`--preset cpu-fast` (160 epochs)", "cpu-fast-rope-e160-s0/rope-causal-seed0",
                         "levers-on-2-cpu-cores-without-amx", "accuracy_vs_compute_cpu_fp32", "fp32"),
+        _recitation_row(results),
     ]
+
+
+def _recitation_row(results: Results) -> dict:
+    """The first run of cpu_fp32_recitation.json: mixed pretraining of the 4-layer 128-dim model, then --recite."""
+    run = results["cpu_fp32_recitation"]["runs"][0]
+    source = next(r for r in results["cpu_fp32_mixed_frontier"]["runs"] if r["name"] == run["pretrained_run"])
+    hardware = short_hardware(results["cpu_fp32_mixed_frontier"]["hardware"])
+    return {"variant": "rope, 4 layers × 128 dims",
+            "recipe": f"mixed training ({source['epochs']:.0f} epochs), then **`--recite True`** (lr "
+                      f"{lr(run['learning_rate'])}, chosen on held-out)",
+            "hardware": f"{hardware}, fp32",
+            "wall": f"{source['pretrain_seconds'] / 60:.1f} + {run['finetune_seconds'] / 60:.1f} min",
+            "dev": f"{score(run['dev'])}, seed 0", "how": "recite-then-answer"}
 
 
 def _headline(rows: list[dict], link: str) -> str:
@@ -594,6 +608,38 @@ def mixed_frontier(results: Results) -> str:
                   "its grounded answers right", "dev, finetuned (lr 7.5e-5)"], rows)
 
 
+def recitation(results: Results) -> str:
+    """Recite, then answer (`train_finetune.py --recite True`) on pretrained models of the mixed-frontier table: each
+    row's pretraining numbers and direct answers come from there, the recitation rows from their own file."""
+    frontier = {run["name"]: run for run in results["cpu_fp32_mixed_frontier"]["runs"]}
+    rows = []
+    for run in results["cpu_fp32_recitation"]["runs"]:
+        source = frontier[run["pretrained_run"]]
+        source = source["snapshot"] if run.get("snapshot") else source
+        rows.append([run["name"], f"{source['pretrain_seconds'] / 60:.1f} min",
+                     f"{source['probe_recall']} of {source['probe_found']}", score(source["dev_without_finetuning"]),
+                     score(source["dev"]), f"**{score(run['dev'])}**",
+                     f"{run['recitations_with_gold']} of {run['dev']['total']}",
+                     f"{lr(run['learning_rate'])} ({run['rate_chosen_by']})",
+                     f"{run['finetune_seconds'] / 60:.1f} min"])
+    return table(["pretrained model (4 layers, 128 dims, rope, mixed training, fp32)", "pretraining",
+                  "`probe_recall.py`", "dev, asked directly", "dev, finetuned (lr 7.5e-5)",
+                  "dev, recite then answer", "recitations holding the gold place", "finetuning rate", "finetuning"],
+                 rows)
+
+
+def recitation_rates(results: Results) -> str:
+    """The held-out score of each `--recite True` finetuning rate tried on each model (select_finetune_lr.py)."""
+    runs = results["cpu_fp32_recitation"]["runs"]
+    rates = sorted({float(rate) for run in runs for rate in run["heldout_by_learning_rate"]})
+    rows = []
+    for run in runs:
+        held = {float(rate): value for rate, value in run["heldout_by_learning_rate"].items()}
+        rows.append([run["name"], *(score(held[rate]) if rate in held else "—" for rate in rates),
+                     lr(run["learning_rate"])])
+    return table(["model (as above)", *(f"lr {lr(rate)}" for rate in rates), "chosen"], rows)
+
+
 def cpu_runs_fp32(results: Results) -> str:
     return _runs_table(results, "accuracy_vs_compute_cpu_fp32")
 
@@ -825,7 +871,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     demo, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining, faithful_finetuning_seconds,
     preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100, faithful_synthesizer, cpu_seed_groups,
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
-    batch_frontier, shape_probes, shape_frontier, mixed_frontier, cpu_runs_fp32,
+    batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation, recitation_rates, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_h100, presets)}
 
