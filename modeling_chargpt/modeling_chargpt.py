@@ -23,6 +23,10 @@ from .attention import (
 from .configuration_chargpt import CharGPTConfig
 from .dropout import CharGPTDropout
 
+# transformers 5.24 renamed the KV cache `past_key_values` -> `cache` (generate passes it, outputs carry it by that
+# name); the model takes either and returns it under the name the installed version's outputs declare.
+_CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
 # Labels with this value are not predicted (PAD, the question of a name prompt, a packing boundary); PyTorch's
 # cross_entropy default, so every pipeline and the loss must agree on it.
 IGNORE_INDEX = -100
@@ -316,8 +320,11 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
+        cache: Cache | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
+        if cache is not None:  # the name transformers >= 5.24 uses
+            past_key_values = cache
         use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache(config=self.config)
@@ -338,7 +345,7 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
                 labels[:, 1:].flatten().to(logits.device),
                 ignore_index=IGNORE_INDEX,
             )
-        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **{_CACHE_FIELD: past_key_values})
 
     def generate(self, inputs: torch.Tensor | None = None, generation_config=None, **kwargs):
         """GenerationMixin.generate, refusing before any compute to run learned/synthesizer models past block_size."""
