@@ -16,6 +16,9 @@
 #      runs it, for rope, seed 0, on the fast path: the 650-epoch pretraining timed end to end, the reference
 #      finetuning, dev and test predictions  -> faithful_rope_results.json, faithful_rope.{dev,test}.predictions,
 #      faithful_rope_{pretrain,finetune}.log
+#   3. if about RECITE_NEED seconds are left: scripts/select_finetune_lr.py on that pretrained model with
+#      `--recite True` (issue 21: recite, then answer), the rate chosen on 400 held-out training questions, then the
+#      final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json
 #   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
 #   530) after it began.
 # `reproduce` (a second call, once the fast path is known to fit): `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast
@@ -34,6 +37,7 @@ BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
 BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled}
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
+RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
 PY=${PYTHON:-python3}
 WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
@@ -41,6 +45,9 @@ BENCH=(benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmu
        --extra "$BENCH_EXTRA" --out "$OUT/bench_gpu.json")
 FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
       --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA")
+
+RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/faithful/rope-causal-seed0-pretrain" --data_dir "$DATA"
+        --out_dir "$WORK/recite" --learning_rates 7.5e-5,1.5e-4,3e-4,6e-4 --final --extra "--recite True $FULL_EXTRA")
 
 REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
            --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA")
@@ -94,12 +101,20 @@ print(round(rows["fast"]["projected_full_pretraining_s"] + 120) if "fast" in row
     stage "2. skipped: the full run needs about ${need}s, $(left)s are left"
   fi
 
+  if [ -f "$WORK/faithful/rope-causal-seed0-pretrain/config.json" ] && [ "$(left)" -ge "$RECITE_NEED" ]; then
+    stage "3. recite, then answer, on the faithful rope model ($(left)s left): $(printf '%q ' "${RECITE[@]}")"
+    timeout "$(left)" "$PY" "${RECITE[@]}" || echo "the selection ended with status $? (its finished points are kept)"
+  else
+    stage "3. skipped: no pretrained model, or fewer than ${RECITE_NEED}s left ($(left)s)"
+  fi
+
   stage "collect"
   local run=$WORK/faithful/rope-causal-seed0 pair
   for pair in "$WORK/faithful/results.json:faithful_rope_results.json" \
               "$run.dev.predictions:faithful_rope.dev.predictions" \
               "$run.test.predictions:faithful_rope.test.predictions" \
-              "$run-pretrain.log:faithful_rope_pretrain.log" "$run-finetune.log:faithful_rope_finetune.log"; do
+              "$run-pretrain.log:faithful_rope_pretrain.log" "$run-finetune.log:faithful_rope_finetune.log" \
+              "$WORK/recite/selection.json:faithful_rope_recite_selection.json"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done
   ls -l "$OUT"
@@ -125,7 +140,8 @@ case "${1:-run}" in
   commands)
     printf '%q ' "$PY" "${BENCH[@]}"; echo
     printf '%q ' "$PY" "${FULL[@]}"; echo
-    printf '%q ' "$PY" "${REPRODUCE[@]}"; echo ;;
+    printf '%q ' "$PY" "${REPRODUCE[@]}"; echo
+    printf '%q ' "$PY" "${RECITE[@]}"; echo ;;
   reproduce)
     mkdir -p "$OUT" "$WORK"
     reproduce_session 2>&1 | tee -a "$OUT/session.log" ;;

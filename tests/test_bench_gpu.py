@@ -120,8 +120,8 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert subprocess.run(["bash", "-n", "scripts/gpu_session.sh"], cwd=ROOT).returncode == 0
     commands = session_commands({"OUT": str(tmp_path / "out")})
     assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py",
-                                        "scripts/run_experiments.py"]
-    bench_cmd, full_cmd, reproduce_cmd = commands
+                                        "scripts/run_experiments.py", "scripts/select_finetune_lr.py"]
+    bench_cmd, full_cmd, reproduce_cmd, recite_cmd = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
     assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
@@ -138,3 +138,7 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert (opts.recipe, opts.variants, opts.synthesizer, opts.seeds, opts.fast_path, opts.pretrain_epochs,
             opts.skip_baselines) == ("reference", "learned,rope", True, "0,1,2", "on", None, False)
     assert experiments.seeds_together(opts) and "--max_steps" not in opts.extra
+    # 3. recite, then answer on the faithful model the full run pretrained: rates chosen on held-out, then --final
+    opts = load("scripts/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
+    assert opts.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and opts.final
+    assert "--recite True" in opts.extra and len(opts.learning_rates.split(",")) > 1
