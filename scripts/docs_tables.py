@@ -258,7 +258,7 @@ def headline_rows(results: Results) -> list[dict]:
 def _recitation_row(results: Results) -> dict:
     """The first run of cpu_fp32_recitation.json: mixed pretraining of the 4-layer 128-dim model, then --recite."""
     run = results["cpu_fp32_recitation"]["runs"][0]
-    source = next(r for r in results["cpu_fp32_mixed_frontier"]["runs"] if r["name"] == run["pretrained_run"])
+    source = _recitation_source(results, run)
     hardware = short_hardware(results["cpu_fp32_mixed_frontier"]["hardware"])
     return {"variant": "rope, 4 layers × 128 dims",
             "recipe": f"mixed training ({source['epochs']:.0f} epochs), then **`--recite True`** (lr "
@@ -608,21 +608,30 @@ def mixed_frontier(results: Results) -> str:
                   "its grounded answers right", "dev, finetuned (lr 7.5e-5)"], rows)
 
 
+def _recitation_source(results: Results, run: dict) -> dict:
+    """The pretraining record a recitation run finetuned: a run of its `pretrained_results` file (the mixed-frontier
+    runs by default, else the shape-probe frontier runs), or that run's snapshot."""
+    stem = run.get("pretrained_results", "cpu_fp32_mixed_frontier")
+    data = results[stem]
+    runs = data["frontier_runs"]["runs"] if "frontier_runs" in data else data["runs"]
+    source = next(r for r in runs if r["name"] == run["pretrained_run"])
+    return source["snapshot"] if run.get("snapshot") else source
+
+
 def recitation(results: Results) -> str:
-    """Recite, then answer (`train_finetune.py --recite True`) on pretrained models of the mixed-frontier table: each
+    """Recite, then answer (`train_finetune.py --recite True`) on pretrained models of the frontier tables: each
     row's pretraining numbers and direct answers come from there, the recitation rows from their own file."""
-    frontier = {run["name"]: run for run in results["cpu_fp32_mixed_frontier"]["runs"]}
     rows = []
     for run in results["cpu_fp32_recitation"]["runs"]:
-        source = frontier[run["pretrained_run"]]
-        source = source["snapshot"] if run.get("snapshot") else source
+        source = _recitation_source(results, run)
+        direct = source.get("dev_without_finetuning")
         rows.append([run["name"], f"{source['pretrain_seconds'] / 60:.1f} min",
-                     f"{source['probe_recall']} of {source['probe_found']}", score(source["dev_without_finetuning"]),
+                     f"{source['probe_recall']} of {source['probe_found']}", score(direct) if direct else "—",
                      score(source["dev"]), f"**{score(run['dev'])}**",
                      f"{run['recitations_with_gold']} of {run['dev']['total']}",
                      f"{lr(run['learning_rate'])} ({run['rate_chosen_by']})",
                      f"{run['finetune_seconds'] / 60:.1f} min"])
-    return table(["pretrained model (4 layers, 128 dims, rope, mixed training, fp32)", "pretraining",
+    return table(["pretrained model (4 layers, 128 dims, rope, fp32)", "pretraining",
                   "`probe_recall.py`", "dev, asked directly", "dev, finetuned (lr 7.5e-5)",
                   "dev, recite then answer", "recitations holding the gold place", "finetuning rate", "finetuning"],
                  rows)
