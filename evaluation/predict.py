@@ -49,7 +49,7 @@ def check_questions(
     + MASK + `max_new_tokens` generated characters must fit in `block_size`.
     """
     bounded = config.position_embedding_type == "learned" or config.attention_type == "synthesizer"
-    recites = getattr(config, "answer_format", "direct") == "recite"
+    recites = config.answer_format == "recite"
     for line, question in enumerate(questions, start=1):
         if recites and asked_person(question) is None:
             raise DataFileError(path, line, f"{question!r} is not 'Where was NAME born?': this model was finetuned "
