@@ -6,7 +6,9 @@
 Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate; `--preset` for named
 deviations); the cosine schedule spans every epoch's tokens.
 `--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py);
-`--mixed_qa_repeats`, `--mixed_qa_placement` and `--qa_only_epochs` (pre-instruction-tuning) vary how.
+`--mixed_qa_repeats`, `--mixed_qa_placement`, `--mixed_qa_format` and `--qa_only_epochs` (pre-instruction-tuning)
+vary how;
+`--objective language_modeling` trains on the documents uncorrupted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from transformers import HfArgumentParser
 
 from data_scripts import (
+    OBJECTIVES,
     PLACEMENTS,
     DeviceBatches,
     EncodedExamples,
@@ -28,6 +31,7 @@ from data_scripts import (
     mixed_order,
     name_prompt_dataset,
     question_documents,
+    recitation_dataset,
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
@@ -51,6 +55,8 @@ from training import (
 )
 
 logger = logging.getLogger(__name__)
+
+MIXED_QA_FORMATS = ("prompt", "recite")  # --mixed_qa_format: a name prompt, or a recitation row (recitation.py)
 
 
 @dataclass
@@ -82,6 +88,14 @@ class PretrainDataArguments:
                   "permutes any order).",
                   "choices": list(PLACEMENTS)},
     )
+    mixed_qa_format: str = field(
+        default="prompt",
+        metadata={"help": "With --mixed_qa_corpus_path: what each question becomes. 'prompt': the finetuning name "
+                  "prompt; 'recite' (as train_finetune.py --recite True): the name, the person's wiki.txt line up to "
+                  "the answer, then the answer, so the model learns to recite and answer while it stores the lines; "
+                  "the saved config then says answer_format='recite'.",
+                  "choices": list(MIXED_QA_FORMATS)},
+    )
     qa_only_epochs: int = field(
         default=0,
         metadata={"help": "Pre-instruction-tuning (Jiang et al., 2024): the first N of --num_train_epochs train on "
@@ -94,6 +108,14 @@ class PretrainDataArguments:
                   "corrupts 'Name. ' + the sentence from a random word on (within its first int(7/8 block) "
                   "characters) instead of the whole line, so each fact also follows the name directly (a knowledge "
                   "augmentation of one sentence per person). 0 = the reference corruption."},
+    )
+    objective: str = field(
+        default="span_corruption",
+        metadata={"help": "What each document trains: 'span_corruption' (the reference) or, not in the reference, "
+                  "'language_modeling': its first block_size characters uncorrupted, each predicted from the ones "
+                  "before, which is what reciting a person's line from the name (train_finetune.py --recite True) "
+                  "asks of the model.",
+                  "choices": list(OBJECTIVES)},
     )
     device_data: bool = field(
         default=False,
@@ -110,8 +132,17 @@ class PretrainDataArguments:
             raise UsageError(f"--name_windows is a probability in [0, 1], got {self.name_windows}")
         if self.name_windows and self.device_data:
             raise UsageError("--name_windows needs the datasets path: leave out --device_data True")
+        if self.objective not in OBJECTIVES:
+            raise UsageError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+        if self.objective != "span_corruption" and self.device_data:
+            raise UsageError(f"--objective {self.objective} needs the datasets path: leave out --device_data True")
         if self.qa_only_epochs < 0:
             raise UsageError(f"--qa_only_epochs must be 0 or more, got {self.qa_only_epochs}")
+        if self.mixed_qa_format not in MIXED_QA_FORMATS:
+            raise UsageError(f"--mixed_qa_format {self.mixed_qa_format!r}: choose one of {', '.join(MIXED_QA_FORMATS)}")
+        if self.mixed_qa_format != "prompt" and self.device_data:
+            raise UsageError(f"--mixed_qa_format {self.mixed_qa_format} needs the datasets path: leave out "
+                             "--device_data True")
         if self.mixed_qa_placement not in PLACEMENTS:
             raise UsageError(f"--mixed_qa_placement {self.mixed_qa_placement!r}: choose one of "
                              f"{', '.join(PLACEMENTS)}")
@@ -122,7 +153,7 @@ class PretrainDataArguments:
     def qa_options(self) -> dict[str, int | str]:
         """The options of mixed training set away from their defaults (for the checks and the model card)."""
         values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_placement": self.mixed_qa_placement,
-                  "qa_only_epochs": self.qa_only_epochs}
+                  "mixed_qa_format": self.mixed_qa_format, "qa_only_epochs": self.qa_only_epochs}
         defaults = {f.name: f.default for f in fields(self) if f.name in values}
         return {name: value for name, value in values.items() if value != defaults[name]}
 
@@ -148,12 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
              else SeedStack.build(lambda _: CharGPTForCausalLM(config), seeds))
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed,
-                                                  name_windows=data_args.name_windows)
+                                                  name_windows=data_args.name_windows,
+                                                  objective=data_args.objective)
     mixed, prompts, order = {}, None, None
     if data_args.mixed_qa_corpus_path is not None:
         path = data_args.mixed_qa_corpus_path
         qa = load_qa_tsv(path, block_size=block)
-        prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
+        if data_args.mixed_qa_format == "recite":
+            prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=path,
+                                         needed_by="--mixed_qa_format recite")
+            model.config.answer_format = "recite"  # evaluate_birthplace.py asks it to recite (one seed: datasets path)
+        else:
+            prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
         document_of = None
         if data_args.mixed_qa_placement == "before_document":
             document_of = question_documents(qa["question"], docs["text"], path)
@@ -175,9 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     card = run_card(
         model if seeds is None else model.members[0], args,
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
-        stage="pretraining (span corruption)" + (" mixed with name prompts" if mixed else ""),
+        stage=f"pretraining ({data_args.objective.replace('_', ' ')})" + (" mixed with name prompts" if mixed else ""),
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
         **({"name_windows": data_args.name_windows} if data_args.name_windows else {}),
+        **({"objective": data_args.objective} if data_args.objective != "span_corruption" else {}),
         **({"device_data": True} if data_args.device_data else {}),
         **({"trained_with_seeds": ",".join(map(str, seeds))} if seeds else {}),
     )

@@ -12,7 +12,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "corruption": ["SpanCorruption", "draw_lengths", "name_window", "span_corruption_dataset", "truncation_range"],
+    "corruption": ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window",
+                   "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["DataFileError", "ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
@@ -28,7 +29,15 @@ _MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the los
 if TYPE_CHECKING:
     from modeling_chargpt import IGNORE_INDEX
 
-    from .corruption import SpanCorruption, draw_lengths, name_window, span_corruption_dataset, truncation_range
+    from .corruption import (
+        OBJECTIVES,
+        PlainDocuments,
+        SpanCorruption,
+        draw_lengths,
+        name_window,
+        span_corruption_dataset,
+        truncation_range,
+    )
     from .device_batches import DeviceBatches, EncodedExamples
     from .loading import (
         DataFileError,
@@ -61,12 +70,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "IGNORE_INDEX",
+    "OBJECTIVES",
     "PLACEMENTS",
     "DataFileError",
     "DeviceBatches",
     "EncodedExamples",
     "InterleavedDataset",
     "PackedCollator",
+    "PlainDocuments",
     "SpanCorruption",
     "SyntheticWorld",
     "ascii_only",

@@ -28,6 +28,11 @@ becomes ``"Name. " + sentence[k:]``, ``k`` a word start drawn uniformly among th
 name directly, as an answer follows its question: a cheap knowledge augmentation of one sentence per person
 (Allen-Zhu & Li, Physics of LM 3.1). These draws come from their own generator, so the reference's three draws are
 unchanged for a document left whole, and ``p = 0`` is the reference exactly.
+
+Plain documents (``objective="language_modeling"``, not in the reference): each document's first ``block_size``
+characters, uncorrupted, every one a target. Reciting a person's line from the name (`train_finetune.py --recite`)
+is exactly this prediction; under span corruption a character is predicted from the uncorrupted text before it only
+when it falls in the prefix, so a fact in the middle of a line is trained that way in a few epochs out of ten.
 """
 
 from __future__ import annotations
@@ -39,7 +44,11 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
-__all__ = ["SpanCorruption", "draw_lengths", "name_window", "span_corruption_dataset", "truncation_range"]
+__all__ = ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window", "span_corruption_dataset",
+           "truncation_range"]
+
+# what a pretraining document becomes: the reference's span corruption, or the plain text (`PlainDocuments`)
+OBJECTIVES = ("span_corruption", "language_modeling")
 
 
 def truncation_range(block_size: int) -> tuple[int, int]:
@@ -141,10 +150,27 @@ class SpanCorruption:
         return {"input_ids": input_ids, "labels": labels}
 
 
+class PlainDocuments(SpanCorruption):
+    """`SpanCorruption`'s interface without the corruption: each row is the document's first ``block_size``
+    characters (after a name window, if drawn), PAD after them, every character a target (`span_corruption_dataset`
+    leaves out documents too short to have one)."""
+
+    def corrupt(self, text: str, rng: random.Random) -> str:
+        doc = text[: self.block_size]
+        return doc + PAD_CHAR * (self.block_size - len(doc))
+
+
 def span_corruption_dataset(
-    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0
+    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0,
+    objective: str = "span_corruption",
 ) -> tuple[datasets.Dataset, SpanCorruption]:
-    """``docs`` (from `load_pretrain_corpus`) with the corruption as an on-access transform, and the transform
-    itself (call its ``set_epoch`` every epoch)."""
-    corruption = SpanCorruption(tokenizer, block_size, seed, name_windows)
+    """``docs`` (from `load_pretrain_corpus`) with the corruption (or, for ``objective="language_modeling"``, the
+    plain text) as an on-access transform, and the transform itself (call its ``set_epoch`` every epoch)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if objective == "span_corruption":
+        corruption = SpanCorruption(tokenizer, block_size, seed, name_windows)
+    else:  # a document under 2 characters has nothing to predict (wiki.txt ends with an empty one)
+        corruption = PlainDocuments(tokenizer, block_size, seed, name_windows)
+        docs = docs.filter(lambda text: len(text) >= 2, input_columns="text", keep_in_memory=True)
     return docs.with_transform(corruption), corruption

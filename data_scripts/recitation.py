@@ -62,12 +62,14 @@ def recitation_example(name: str, document: str, answer: str, tokenizer, block_s
 
 
 def recitation_dataset(
-    qa: datasets.Dataset, documents: list[str], tokenizer, block_size: int, source: str | os.PathLike
+    qa: datasets.Dataset, documents: list[str], tokenizer, block_size: int, source: str | os.PathLike,
+    needed_by: str = "--recite True",
 ) -> datasets.Dataset:
     """The recitation rows of a `load_qa_tsv` Dataset of ``Where was NAME born?`` questions, each matched to the
     document that starts with NAME (`question_documents`); a question without one, an answer that does not fit or a
-    character outside the vocabulary is a `DataFileError` naming ``source`` and its line."""
-    which = question_documents(qa["question"], documents, source, needed_by="--recite True")
+    character outside the vocabulary is a `DataFileError` naming ``source`` and its line (and ``needed_by``, the
+    option that asked for the rows, where the document is missing)."""
+    which = question_documents(qa["question"], documents, source, needed_by=needed_by)
     rows: dict[str, list[list[int]]] = {"input_ids": [], "labels": []}
     for line, (question, answer, doc) in enumerate(zip(qa["question"], qa["answer"], which, strict=True), start=1):
         try:

@@ -75,7 +75,7 @@ def extra_flags(extra: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model_name_or_path", required=True, help="A pretrained chargpt folder.")
+    parser.add_argument("--model_name_or_path", help="A pretrained chargpt folder (not needed with --split_only).")
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the TSVs.")
     parser.add_argument("--out_dir", required=True)
     parser.add_argument("--learning_rates", default="3e-5,7.5e-5,1.5e-4,3e-4,6e-4")
@@ -86,14 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--final", action="store_true",
                         help="Finetune on the whole training set at the chosen rate; evaluate on dev and test.")
     parser.add_argument("--keep_models", action="store_true", help="Keep the sweep's finetuned models.")
+    parser.add_argument("--split_only", action="store_true",
+                        help="Only write OUT/split/train.tsv and holdout.tsv, then stop: pretrain with "
+                        "--mixed_qa_corpus_path OUT/split/train.tsv and the held-out questions stay unseen until "
+                        "this script scores the rates.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     return parser
 
 
 def main() -> None:
     opts = build_parser().parse_args()
-
-    model, data, out = Path(opts.model_name_or_path), Path(opts.data_dir), Path(opts.out_dir)
+    data, out = Path(opts.data_dir), Path(opts.out_dir)
+    if opts.split_only:
+        train_part, held_part = split_questions(data / "birth_places_train.tsv", opts.holdout, opts.split_seed,
+                                                out / "split")
+        print(f"wrote {train_part} and {held_part}")
+        return
+    if opts.model_name_or_path is None:
+        sys.exit("--model_name_or_path is required (unless --split_only)")
+    model = Path(opts.model_name_or_path)
     if not (model / "config.json").is_file():
         sys.exit(f"--model_name_or_path {model}: no config.json there (not a saved chargpt model)")
     wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from data_scripts import (
+    PlainDocuments,
     SpanCorruption,
     asked_person,
     load_pretrain_corpus,
@@ -243,3 +244,32 @@ def test_name_windows_probability_and_reference_draws_otherwise(corpus):
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError, match="name_windows is a probability"):
             SpanCorruption(tok, BLOCK, name_windows=bad)
+
+
+def test_plain_documents_train_every_character_from_the_ones_before(corpus):
+    """objective='language_modeling': a row is the document's first BLOCK characters, no MASK, every one a target
+    (PAD none); the transform is the dataset's, and a name window still applies; an unknown objective is refused."""
+    _, docs, tok = corpus
+    ds, plain = span_corruption_dataset(docs, tok, BLOCK, seed=0, objective="language_modeling")
+    assert isinstance(plain, PlainDocuments)
+    texts = [text for text in docs["text"] if len(text) >= 2]
+    assert len(ds) == len(texts) == len(docs) - 1  # wiki.txt's last, empty line has nothing to predict
+    long_docs = 0
+    for idx in range(0, len(texts), 7):
+        row = ds[idx]
+        text = "".join(tok.itos[t] for t in row["input_ids"])
+        assert len(row["input_ids"]) == BLOCK and MASK_CHAR not in text
+        assert text.rstrip(PAD_CHAR) == texts[idx][:BLOCK]
+        kept = min(len(texts[idx]), BLOCK)
+        assert row["labels"][:kept] == row["input_ids"][:kept]
+        assert all(t == -100 for t in row["labels"][kept:])
+        long_docs += len(texts[idx]) > BLOCK
+    assert long_docs > 50  # the cut at BLOCK characters was exercised
+    plain.set_epoch(3)
+    assert ds[5]["input_ids"] == ds[5]["input_ids"]  # nothing random without name windows
+    windows = PlainDocuments(tok, BLOCK, seed=0, name_windows=1.0)
+    cut = [windows.window(doc, i) for i, doc in enumerate(texts[:200])]
+    assert sum(c != doc for c, doc in zip(cut, texts[:200], strict=True)) > 150
+    assert windows.example(texts[0], 0) == plain.example(cut[0], 0)
+    with pytest.raises(ValueError, match="objective 'denoise': choose one of span_corruption, language_modeling"):
+        span_corruption_dataset(docs, tok, BLOCK, objective="denoise")

@@ -250,6 +250,11 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert again[1].read_text().splitlines() == held
     other = select.split_questions(world / "birth_places_train.tsv", 10, 1, tmp_path / "other")
     assert other[1].read_text().splitlines() != held
+    # --split_only writes that split alone (for mixed training that leaves the held-out questions out)
+    only = run_ok([sys.executable, "scripts/select_finetune_lr.py", "--data_dir", str(world), "--out_dir",
+                   str(tmp_path / "only"), "--holdout", "10", "--split_only"])
+    assert "wrote" in only and sorted(p.name for p in (tmp_path / "only").iterdir()) == ["split"]
+    assert (tmp_path / "only" / "split" / "holdout.tsv").read_text().splitlines() == held
     tie = [{"learning_rate": 3e-4, "holdout": {"correct": 5}}, {"learning_rate": 1e-4, "holdout": {"correct": 5}}]
     assert select.best_rate(tie) == 3e-4
     with pytest.raises(SystemExit, match="must be between 1 and 39"):

@@ -262,6 +262,33 @@ def test_before_document_placement_in_pretraining(world, tmp_path, monkeypatch):
     assert "| mixed_qa_placement | before_document |" in (out / "README.md").read_text()
 
 
+def test_recitation_rows_in_mixed_pretraining(world, tmp_path, monkeypatch):
+    """--mixed_qa_format recite: each training question joins the epoch as its recitation row (the person's line up
+    to the answer, MASK, answer, MASK), its labels skip the name, and the saved model recites when evaluated."""
+    seen = spy_on_train(monkeypatch, train_pretrain)
+    out = tmp_path / "recite"
+    tsv = world / "birth_places_train.tsv"
+    argv = pretrain_args(world, out, "--max_steps", "1", "--mixed_qa_corpus_path", str(tsv),
+                         "--mixed_qa_format", "recite")
+    assert run_cli(train_pretrain.main, argv) == 0
+    tok = CharTokenizer.from_pretrained(out)
+    docs = load_pretrain_corpus(world / "wiki.txt")[1]["text"]
+    qa = [line.split("\t") for line in tsv.read_text().splitlines()]
+    recited = [seen["dataset"][i] for i, (source, _) in enumerate(seen["dataset"].order) if source == 1]
+    assert len(recited) == len(qa) == 40
+    ends_with_answer = 0
+    for row, (question, answer) in zip(recited, qa, strict=True):
+        name = question[len("Where was "):-len(" born?")]
+        line, rest = "".join(tok.itos[t] for t in row["input_ids"]).rstrip(PAD_CHAR).split(MASK_CHAR, 1)
+        assert rest == answer + MASK_CHAR and line.startswith(name) and any(doc.startswith(line) for doc in docs)
+        assert line.endswith(answer) or len(line) == 48  # else cut at the recitation limit, 3/4 of the block
+        ends_with_answer += line.endswith(answer)
+        assert row["labels"][:len(name)] == [-100] * len(name) and row["labels"][len(name)] != -100
+    assert ends_with_answer > 10
+    assert json.loads((out / "config.json").read_text())["answer_format"] == "recite"
+    assert "| mixed_qa_format | recite |" in (out / "README.md").read_text()
+
+
 def test_finetuning_with_replay_and_frozen_parameters(world, tmp_path, monkeypatch):
     pre, fin = tmp_path / "pre", tmp_path / "fin"
     assert run_cli(train_pretrain.main, pretrain_args(world, pre, "--max_steps", "2")) == 0
@@ -448,3 +475,22 @@ def test_name_windows_in_pretraining(tmp_path, monkeypatch):
             cut += not sentence.startswith(rest)
     assert cut > 10
     assert "| name_windows | 1.0 |" in (out / "README.md").read_text()
+
+
+def test_language_modeling_objective_in_pretraining(tmp_path, monkeypatch):
+    """--objective language_modeling: every trained row is a document's first 64 characters (the block), no MASK,
+    each document once per epoch; the card says so."""
+    lines = [f"Ab {c}{c.lower()}n. a painter of the north and the sea, born in Place{c} in 18{i}0."
+             for i, c in enumerate("ABCDEFGH")]
+    (tmp_path / "wiki.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    rows = trained_rows(monkeypatch)
+    out = tmp_path / "out"
+    argv = pretrain_args(tmp_path, out, "--num_train_epochs", "2", "--checkpointing_steps", "0", "--packing", "False",
+                         "--objective", "language_modeling")
+    assert run_cli(train_pretrain.main, argv) == 0
+    tok = CharTokenizer.from_pretrained(out)
+    seen = ["".join(tok.itos[t] for t in row).rstrip(PAD_CHAR) for _, batch in rows for row in batch]
+    assert all(len(line) > 64 for line in lines)
+    assert sorted(seen) == sorted([line[:64] for line in lines] * 2)  # not the empty last line: nothing to predict
+    card = (out / "README.md").read_text()
+    assert "| objective | language_modeling |" in card and "pretraining (language modeling)" in card
