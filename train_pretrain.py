@@ -134,15 +134,10 @@ class PretrainDataArguments:
             raise UsageError("--name_windows needs the datasets path: leave out --device_data True")
         if self.objective not in OBJECTIVES:
             raise UsageError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
-        if self.objective != "span_corruption" and self.device_data:
-            raise UsageError(f"--objective {self.objective} needs the datasets path: leave out --device_data True")
         if self.qa_only_epochs < 0:
             raise UsageError(f"--qa_only_epochs must be 0 or more, got {self.qa_only_epochs}")
         if self.mixed_qa_format not in MIXED_QA_FORMATS:
             raise UsageError(f"--mixed_qa_format {self.mixed_qa_format!r}: choose one of {', '.join(MIXED_QA_FORMATS)}")
-        if self.mixed_qa_format != "prompt" and self.device_data:
-            raise UsageError(f"--mixed_qa_format {self.mixed_qa_format} needs the datasets path: leave out "
-                             "--device_data True")
         if self.mixed_qa_placement not in PLACEMENTS:
             raise UsageError(f"--mixed_qa_placement {self.mixed_qa_placement!r}: choose one of "
                              f"{', '.join(PLACEMENTS)}")
@@ -173,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
+    if data_args.objective == "language_modeling":  # a document under 2 characters has nothing to predict
+        docs = docs.filter(lambda line: len(line) >= 2, input_columns="text", keep_in_memory=True)
     tokenizer = CharTokenizer.from_corpus(text)
     config = build_model_config(model_args, tokenizer.vocab_size)
     model = (CharGPTForCausalLM(config) if seeds is None
@@ -188,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if data_args.mixed_qa_format == "recite":
             prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=path,
                                          needed_by="--mixed_qa_format recite")
-            model.config.answer_format = "recite"  # evaluate_birthplace.py asks it to recite (one seed: datasets path)
+            for member in [model] if seeds is None else model.members:  # evaluate_birthplace.py asks it to recite
+                member.config.answer_format = "recite"
         else:
             prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
         document_of = None
@@ -204,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     first_phase = (qa_epochs, prompts) if qa_epochs else None
     if data_args.device_data:
         def on_device(**data) -> DeviceBatches | SeedBatches:
-            return device_batches(EncodedExamples(tokenizer, block, **data, device=accelerator.device), args, seeds)
+            return device_batches(EncodedExamples(tokenizer, block, **data, device=accelerator.device,
+                                                  objective=data_args.objective), args, seeds)
 
         dataset = on_device(documents=docs["text"], prompts=prompts, order=order)
         first_phase = (qa_epochs, on_device(prompts=prompts)) if qa_epochs else None

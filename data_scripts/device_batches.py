@@ -10,7 +10,9 @@ host-to-device copy and no host synchronisation:
   ``start ~ U{0..L-masked_len}``), from a `torch.Generator` on the device, and the same
   ``prefix MASK suffix MASK masked PAD...`` rows with labels -100 exactly at PAD (the model shifts, as in the
   reference path);
-* name prompts: the rows of `name_prompt_dataset`, gathered;
+* plain documents (``objective="language_modeling"``): `PlainDocuments`' rows, each document's first
+  ``block_size`` characters, gathered (no draws);
+* name prompts: the rows of `name_prompt_dataset` (or any ready rows, e.g. `recitation_dataset`'s), gathered;
 * the epoch: the DataLoader's (``ceil(examples / batch_size)`` steps, the last one partial, the reference order
   or a fresh permutation per epoch; mixed and replay datasets in `even_interleaving` order);
 * packing: the examples of a step in a FIXED number of rows of ``block_size`` (static shapes, so a step can be
@@ -42,7 +44,7 @@ import torch
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, packed_causal_mask
 
-from .corruption import truncation_range
+from .corruption import OBJECTIVES, truncation_range
 from .mixing import check_order, even_interleaving
 
 if TYPE_CHECKING:
@@ -174,8 +176,8 @@ def _tail_length(ids: torch.Tensor, labels: torch.Tensor, pad_token_id: int) -> 
 
 class EncodedExamples:
     """The examples of one run, encoded once and kept on a device: documents to span-corrupt (``docs["text"]`` of
-    `load_pretrain_corpus`) and/or ready rows (a `name_prompt_dataset`, or its ``input_ids`` and ``labels`` as
-    (M, block_size) tensors), in epoch order.
+    `load_pretrain_corpus`), or with ``objective="language_modeling"`` to train on uncorrupted, and/or ready rows
+    (a `name_prompt_dataset`, or its ``input_ids`` and ``labels`` as (M, block_size) tensors), in epoch order.
 
     With both, the epoch is `InterleavedDataset`'s `even_interleaving` of the two, documents first unless
     ``prompts_first`` (finetuning with replay puts the prompts first), or ``order``: ``(0, document)`` and
@@ -192,9 +194,13 @@ class EncodedExamples:
         prompts_first: bool = False,
         order: Sequence[tuple[int, int]] | None = None,
         device: torch.device | str = "cpu",
+        objective: str = "span_corruption",
     ) -> None:
         if documents is None and prompts is None:
             raise ValueError("EncodedExamples needs documents, prompts, or both")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+        self.plain = objective == "language_modeling"
         if order is not None and prompts_first:
             raise ValueError("give prompts_first or an order, not both")
         self.block_size = block_size
@@ -242,13 +248,21 @@ class EncodedExamples:
         self, keys: torch.Tensor, valid: torch.Tensor, generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``input_ids``, ``labels`` (n, block_size) and lengths (n,) of the examples ``keys``; slots that are not
-        ``valid`` become empty rows (PAD, -100, length 0). Documents are corrupted with fresh draws."""
+        ``valid`` become empty rows (PAD, -100, length 0). Documents are corrupted with fresh draws (or kept whole)."""
         n, block = keys.shape[0], self.block_size
         ids = torch.full((n, block), self.pad_token_id, dtype=torch.long, device=self.device)
         labels = torch.full_like(ids, IGNORE_INDEX)
         lengths = torch.zeros(n, dtype=torch.long, device=self.device)
         is_doc = keys < self.num_documents
-        if self.num_documents:
+        if self.num_documents and self.plain:
+            doc = keys.clamp(max=self.num_documents - 1)
+            lengths = self.doc_lengths[doc].clamp(max=block)
+            j = torch.arange(block, device=self.device)[None, :]
+            flat = (self.doc_offsets[doc][:, None] + j).clamp(max=self.doc_ids.shape[0] - 1)
+            inside = j < lengths[:, None]
+            ids = torch.where(inside, self.doc_ids[flat], self.pad_token_id)
+            labels = torch.where(inside, ids, IGNORE_INDEX)
+        elif self.num_documents:
             doc = keys.clamp(max=self.num_documents - 1)
             L, masked, start = draw_corruptions(self.doc_lengths[doc], block, generator)
             doc_ids, doc_labels = corrupt_documents(self.doc_ids, self.doc_offsets[doc], L, masked, start, block,

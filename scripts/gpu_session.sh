@@ -6,6 +6,7 @@
 #   run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
 #   bash scripts/gpu_session.sh commands    # print the Python commands it would run (the tests parse them)
 #   run(command="bash scripts/gpu_session.sh reproduce", carry=[".gpu"], timeout_s=600)   # a second call: below
+#   run(command="bash scripts/gpu_session.sh recite_lm", carry=[".gpu"], timeout_s=600)   # another: below
 #
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
@@ -25,6 +26,10 @@
 # path (London, no pretraining, learned, rope, synthesizer; each variant's seeds pretrain and finetune in one
 # --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions and logs), session.log
+# `recite_lm` (another call; issue 21's lead recipe at the reference size, the CPU frontier's on 2 cores): the
+# held-out split of the training questions; rope pretraining on the fast path, LM_EPOCHS epochs of uncorrupted
+# documents with the other 1,600 questions as recitation rows; the --recite rate chosen on the 400 held-out, the
+# final finetuning, dev and test  -> recite_lm_results.json, recite_lm_selection.json, recite_lm_pretrain.log
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -48,6 +53,15 @@ FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" -
 
 RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/faithful/rope-causal-seed0-pretrain" --data_dir "$DATA"
         --out_dir "$WORK/recite" --learning_rates 7.5e-5,1.5e-4,3e-4,6e-4 --final --extra "--recite True $FULL_EXTRA")
+
+LM_EPOCHS=${LM_EPOCHS:-300}  # uncorrupted rows are about twice span corruption's tokens: ~650 epochs' time
+SPLIT=(scripts/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
+RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference --variants rope
+           --seeds 0 --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS" --extra "$FULL_EXTRA"
+           --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv")
+RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/recite-lm/rope-causal-seed0-pretrain"
+                  --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --learning_rates 7.5e-5,1.5e-4,3e-4 --final
+                  --extra "--recite True $FULL_EXTRA")
 
 REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
            --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA")
@@ -136,12 +150,40 @@ reproduce_session() {
   echo "done in ${SECONDS}s"
 }
 
+recite_lm_session() {
+  stage "environment"
+  environment || return 1
+  stage "split: $(printf '%q ' "${SPLIT[@]}")"
+  "$PY" "${SPLIT[@]}" || return 1
+  stage "pretraining, $LM_EPOCHS epochs ($(left)s left): $(printf '%q ' "${RECITE_LM[@]}")"
+  timeout "$(left)" "$PY" "${RECITE_LM[@]}" || echo "the run ended with status $? (what finished is copied)"
+  if [ -f "$WORK/recite-lm/rope-causal-seed0-pretrain/config.json" ]; then
+    stage "recite, then answer ($(left)s left): $(printf '%q ' "${RECITE_LM_SELECT[@]}")"
+    timeout "$(left)" "$PY" "${RECITE_LM_SELECT[@]}" || echo "the selection ended with status $?"
+  fi
+  stage "collect"
+  local pair
+  for pair in "$WORK/recite-lm/results.json:recite_lm_results.json" \
+              "$WORK/recite-lm-sel/selection.json:recite_lm_selection.json" \
+              "$WORK/recite-lm/rope-causal-seed0-pretrain.log:recite_lm_pretrain.log"; do
+    if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
+  done
+  ls -l "$OUT"
+  echo "done in ${SECONDS}s"
+}
+
 case "${1:-run}" in
   commands)
     printf '%q ' "$PY" "${BENCH[@]}"; echo
     printf '%q ' "$PY" "${FULL[@]}"; echo
     printf '%q ' "$PY" "${REPRODUCE[@]}"; echo
-    printf '%q ' "$PY" "${RECITE[@]}"; echo ;;
+    printf '%q ' "$PY" "${RECITE[@]}"; echo
+    printf '%q ' "$PY" "${SPLIT[@]}"; echo
+    printf '%q ' "$PY" "${RECITE_LM[@]}"; echo
+    printf '%q ' "$PY" "${RECITE_LM_SELECT[@]}"; echo ;;
+  recite_lm)
+    mkdir -p "$OUT" "$WORK"
+    recite_lm_session 2>&1 | tee -a "$OUT/session.log" ;;
   reproduce)
     mkdir -p "$OUT" "$WORK"
     reproduce_session 2>&1 | tee -a "$OUT/session.log" ;;
@@ -162,6 +204,6 @@ case "${1:-run}" in
     mkdir -p "$OUT" "$WORK"
     session 2>&1 | tee -a "$OUT/session.log" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh [run|reproduce|prepare|commands]" >&2
+    echo "usage: bash scripts/gpu_session.sh [run|reproduce|recite_lm|prepare|commands]" >&2
     exit 2 ;;
 esac

@@ -120,8 +120,10 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert subprocess.run(["bash", "-n", "scripts/gpu_session.sh"], cwd=ROOT).returncode == 0
     commands = session_commands({"OUT": str(tmp_path / "out")})
     assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py",
-                                        "scripts/run_experiments.py", "scripts/select_finetune_lr.py"]
-    bench_cmd, full_cmd, reproduce_cmd, recite_cmd = commands
+                                        "scripts/run_experiments.py", "scripts/select_finetune_lr.py",
+                                        "scripts/select_finetune_lr.py", "scripts/run_experiments.py",
+                                        "scripts/select_finetune_lr.py"]
+    bench_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
     assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
@@ -142,3 +144,15 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     opts = load("scripts/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
     assert opts.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and opts.final
     assert "--recite True" in opts.extra and len(opts.learning_rates.split(",")) > 1
+    # recite_lm: the split alone, then pretraining that mixes in only its training part, then the held-out choice
+    select = load("scripts/select_finetune_lr.py").build_parser()
+    split = select.parse_args(split_cmd[2:])
+    assert split.split_only and split.model_name_or_path is None
+    opts = experiments.build_parser().parse_args(lm_cmd[2:])
+    experiments.check_all_stage_flags(opts)
+    assert (opts.variants, opts.fast_path, opts.pretrain_epochs) == ("rope", "on", 300)
+    assert "--objective language_modeling --mixed_qa_format recite" in opts.pretrain_extra
+    assert f"--mixed_qa_corpus_path {split.out_dir}/split/train.tsv" in opts.pretrain_extra
+    chosen = select.parse_args(lm_select_cmd[2:])
+    assert chosen.out_dir == split.out_dir and chosen.final and "--recite True" in chosen.extra
+    assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"

@@ -188,6 +188,22 @@ def test_name_prompts_are_the_datasets_rows(corpus):
     assert lengths.tolist() == [collator.strip(row) for row in prompts["input_ids"]]
 
 
+def test_plain_documents_are_the_datasets_rows(corpus):
+    """objective='language_modeling': the device rows are `PlainDocuments`' rows exactly (no draws), documents
+    longer than the block cut at it; lengths as `PackedCollator` strips them; an unknown objective is refused."""
+    docs, tok, _ = corpus
+    ds, _ = span_corruption_dataset(docs, tok, BLOCK, objective="language_modeling")
+    texts = [text for text in docs["text"] if len(text) >= 2]
+    ex = EncodedExamples(tok, BLOCK, documents=texts, objective="language_modeling")
+    keys = torch.arange(len(texts))
+    ids, labels, lengths = ex.build(keys, torch.ones_like(keys, dtype=torch.bool), torch.Generator())
+    assert ids.tolist() == ds[:]["input_ids"] and labels.tolist() == ds[:]["labels"]
+    assert lengths.tolist() == [min(len(text), BLOCK) for text in texts] and max(map(len, texts)) > BLOCK
+    assert lengths.tolist() == [PackedCollator(BLOCK).strip(row) for row in ds[:]["input_ids"]]
+    with pytest.raises(ValueError, match="objective 'denoise': choose one of"):
+        EncodedExamples(tok, BLOCK, documents=texts, objective="denoise")
+
+
 @pytest.fixture(scope="module")
 def mixed(corpus):
     docs, tok, prompts = corpus

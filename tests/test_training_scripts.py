@@ -477,20 +477,22 @@ def test_name_windows_in_pretraining(tmp_path, monkeypatch):
     assert "| name_windows | 1.0 |" in (out / "README.md").read_text()
 
 
-def test_language_modeling_objective_in_pretraining(tmp_path, monkeypatch):
-    """--objective language_modeling: every trained row is a document's first 64 characters (the block), no MASK,
-    each document once per epoch; the card says so."""
+@pytest.mark.parametrize("device_data", [False, True])
+def test_language_modeling_objective_in_pretraining(device_data, tmp_path, monkeypatch):
+    """--objective language_modeling, on either data path: every trained row is a document's first 64 characters
+    (the block), no MASK, each document once per epoch; the card says so."""
     lines = [f"Ab {c}{c.lower()}n. a painter of the north and the sea, born in Place{c} in 18{i}0."
              for i, c in enumerate("ABCDEFGH")]
     (tmp_path / "wiki.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     rows = trained_rows(monkeypatch)
     out = tmp_path / "out"
     argv = pretrain_args(tmp_path, out, "--num_train_epochs", "2", "--checkpointing_steps", "0", "--packing", "False",
-                         "--objective", "language_modeling")
+                         "--objective", "language_modeling", "--device_data", str(device_data))
     assert run_cli(train_pretrain.main, argv) == 0
     tok = CharTokenizer.from_pretrained(out)
     seen = ["".join(tok.itos[t] for t in row).rstrip(PAD_CHAR) for _, batch in rows for row in batch]
     assert all(len(line) > 64 for line in lines)
-    assert sorted(seen) == sorted([line[:64] for line in lines] * 2)  # not the empty last line: nothing to predict
+    # not the empty last line (nothing to predict); the device path's last batch of an epoch has empty slots
+    assert sorted(text for text in seen if text) == sorted([line[:64] for line in lines] * 2)
     card = (out / "README.md").read_text()
     assert "| objective | language_modeling |" in card and "pretraining (language modeling)" in card

@@ -258,8 +258,6 @@ def test_a_training_tsv_character_outside_the_vocabulary_names_file_and_line(scr
     (["--qa_only_epochs", "1"], "--qa_only_epochs needs --mixed_qa_corpus_path (the questions to train on)"),
     (["--mixed_qa_placement", "before_document"], "--mixed_qa_placement needs --mixed_qa_corpus_path"),
     (["--mixed_qa_format", "recite"], "--mixed_qa_format needs --mixed_qa_corpus_path"),
-    (["MIXED", "--mixed_qa_format", "recite", "--device_data", "True"],
-     "--mixed_qa_format recite needs the datasets path: leave out --device_data True"),
     (["MIXED", "--mixed_qa_format", "recite"], "TSV:3: no document (wiki.txt line) left that starts with the name "
      "'Ab Ann': --mixed_qa_format recite needs the person's document"),
     (["MIXED", "--mixed_qa_repeats", "0"], "--mixed_qa_repeats must be at least 1, got 0"),
@@ -346,8 +344,6 @@ def test_the_shell_sees_exactly_one_line(world, good, tmp_path):
     (["--name_windows", "1.5"], "--name_windows is a probability in [0, 1], got 1.5"),
     (["--name_windows", "0.5", "--device_data", "True"],
      "--name_windows needs the datasets path: leave out --device_data True"),
-    (["--objective", "language_modeling", "--device_data", "True"],
-     "--objective language_modeling needs the datasets path: leave out --device_data True"),
 ])
 def test_name_windows_is_checked_in_one_line(flags, expected, world, tmp_path, capsys):
     out = tmp_path / "out"
