@@ -7,8 +7,7 @@ Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, 
 deviations); the cosine schedule spans every epoch's tokens.
 `--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py);
 `--mixed_qa_repeats`, `--mixed_qa_placement`, `--mixed_qa_format` and `--qa_only_epochs` (pre-instruction-tuning)
-vary how;
-`--objective language_modeling` trains on the documents uncorrupted.
+vary how; `--objective language_modeling` trains on the documents uncorrupted.
 """
 
 from __future__ import annotations

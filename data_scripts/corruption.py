@@ -32,7 +32,7 @@ unchanged for a document left whole, and ``p = 0`` is the reference exactly.
 Plain documents (``objective="language_modeling"``, not in the reference): each document's first ``block_size``
 characters, uncorrupted, every one a target. Reciting a person's line from the name (`train_finetune.py --recite`)
 is exactly this prediction; under span corruption a character is predicted from the uncorrupted text before it only
-when it falls in the prefix, so a fact in the middle of a line is trained that way in a few epochs out of ten.
+when it falls in the prefix, so a fact in the middle of a line is trained that way in a small share of its epochs.
 """
 
 from __future__ import annotations
