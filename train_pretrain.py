@@ -29,6 +29,7 @@ from data_scripts import (
     load_qa_tsv,
     mixed_order,
     name_prompt_dataset,
+    predictable_documents,
     question_documents,
     recitation_dataset,
     span_corruption_dataset,
@@ -167,8 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
-    if data_args.objective == "language_modeling":  # a document under 2 characters has nothing to predict
-        docs = docs.filter(lambda line: len(line) >= 2, input_columns="text", keep_in_memory=True)
+    if data_args.objective == "language_modeling":  # the same documents on either data path
+        docs = predictable_documents(docs)
     tokenizer = CharTokenizer.from_corpus(text)
     config = build_model_config(model_args, tokenizer.vocab_size)
     model = (CharGPTForCausalLM(config) if seeds is None

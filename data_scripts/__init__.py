@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 _EXPORTS = {
     "corruption": ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window",
-                   "span_corruption_dataset", "truncation_range"],
+                   "predictable_documents", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["DataFileError", "ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
                 "read_text_file"],
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         SpanCorruption,
         draw_lengths,
         name_window,
+        predictable_documents,
         span_corruption_dataset,
         truncation_range,
     )
@@ -94,6 +95,7 @@ __all__ = [
     "name_window",
     "pad_collate",
     "pad_fraction",
+    "predictable_documents",
     "prompt_length",
     "question_documents",
     "read_text_file",

@@ -44,8 +44,8 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
-__all__ = ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window", "span_corruption_dataset",
-           "truncation_range"]
+__all__ = ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window", "predictable_documents",
+           "span_corruption_dataset", "truncation_range"]
 
 # what a pretraining document becomes: the reference's span corruption, or the plain text (`PlainDocuments`)
 OBJECTIVES = ("span_corruption", "language_modeling")
@@ -160,6 +160,12 @@ class PlainDocuments(SpanCorruption):
         return doc + PAD_CHAR * (self.block_size - len(doc))
 
 
+def predictable_documents(docs: datasets.Dataset) -> datasets.Dataset:
+    """The documents `PlainDocuments` can train on: one under 2 characters has nothing to predict (wiki.txt ends with
+    an empty one), and a batch of only such rows has no target at all."""
+    return docs.filter(lambda text: len(text) >= 2, input_columns="text", keep_in_memory=True)
+
+
 def span_corruption_dataset(
     docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0,
     objective: str = "span_corruption",
@@ -170,7 +176,7 @@ def span_corruption_dataset(
         raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if objective == "span_corruption":
         corruption = SpanCorruption(tokenizer, block_size, seed, name_windows)
-    else:  # a document under 2 characters has nothing to predict (wiki.txt ends with an empty one)
+    else:
         corruption = PlainDocuments(tokenizer, block_size, seed, name_windows)
-        docs = docs.filter(lambda text: len(text) >= 2, input_columns="text", keep_in_memory=True)
+        docs = predictable_documents(docs)
     return docs.with_transform(corruption), corruption
