@@ -27,6 +27,7 @@ from evaluation.records import (
     find_wiki,
     records_path_for,
     score_answers,
+    score_recitations,
     write_records,
 )
 from evaluation.report_html import report_path_for, write_report
@@ -63,7 +64,8 @@ class EvalArguments:
     wiki_path: str | None = field(default=None, metadata={
         "help": "wiki.txt, to tell grounded answers from made-up ones; default: wiki.txt beside --eval_corpus_path."})
     abstain_below: float | None = field(default=None, metadata={
-        "help": "Answer nothing (an empty prediction) where the answer's probability is below this, in (0, 1)."})
+        "help": "Answer nothing (an empty prediction) where the answer's probability (a reciting model's: of its "
+                "recitation and answer together) is below this, in (0, 1)."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
 
@@ -89,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.abstain_ungrounded and wiki is None:
         raise UsageError(f"--abstain_ungrounded needs wiki.txt: none beside {args.eval_corpus_path}; give --wiki_path")
 
-    answer_scores = recitations = None
+    answer_scores = recitations = recitation_scores = None
     if args.baseline == "london":
         answers = ["London"] * len(questions)
     else:
@@ -106,8 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         answers = predict_birthplaces(model, tokenizer, contexts, args.batch_size, args.max_new_tokens)
         if analyse:
             answer_scores = score_answers(model, tokenizer, contexts, answers, args.max_new_tokens, args.batch_size)
+            if recitations is not None:
+                recitation_scores = score_recitations(model, tokenizer, [asked_person(q) for q in questions],
+                                                      recitations, args.batch_size)
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,
-                            recitations)
+                            recitations, recitation_scores)
     predictions = [r["prediction"] for r in records]
 
     if args.outputs_path:

@@ -1,8 +1,9 @@
 """How far the model's confidence in its answer can be trusted: selective accuracy, calibration, an abstention rule.
 
 All functions take the records of one evaluation (`evaluation.records`) and use the ones with a gold place. The
-confidence of an answer is its probability under the model (``exp(logprob)``, the answer and its closing MASK);
-"answering when confident" means answering the questions whose confidence is at least a threshold.
+confidence of an answer is its probability under the model (``exp(logprob)``, the answer and its closing MASK;
+for a reciting model, its recitation too); "answering when confident" means answering the questions whose
+confidence is at least a threshold.
 
 - `selection_curve`: coverage (share answered) and accuracy of the answered ones, at every threshold.
 - `aurc`: area under the risk-coverage curve (Geifman & El-Yaniv, 2017): the mean error rate of the k most
@@ -17,6 +18,7 @@ confidence of an answer is its probability under the model (``exp(logprob)``, th
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from training import atomic_write_bytes
 
 __all__ = [
     "CurvePoint",
+    "answer_alone",
     "apply_threshold",
     "aurc",
     "aurc_optimal",
@@ -160,7 +163,16 @@ def summarize(records: Sequence[Mapping[str, Any]], n_bins: int = 10) -> dict[st
         out.update(mean_confidence=sum(c for c, _ in points) / len(points), aurc=aurc(points),
                    aurc_optimal=aurc_optimal(points),
                    aurc_min_char_prob=aurc(scored(records, "min_char_prob")), ece=ece(points, n_bins), ece_bins=n_bins)
+    alone = answer_alone(records)
+    if alone:  # a reciting model: how the answer's own probability, recitation left out, would rank and calibrate
+        out.update(aurc_answer_alone=aurc(alone), ece_answer_alone=ece(alone, n_bins))
     return out
+
+
+def answer_alone(records: Sequence[Mapping[str, Any]]) -> Scored:
+    """(probability of the answer given the recitation, correct) of a reciting model's records; [] for others."""
+    return [(math.exp(r["logprob"] - r["recitation_logprob"]), bool(r["correct"])) for r in records
+            if r["correct"] is not None and r.get("logprob") is not None and r.get("recitation_logprob") is not None]
 
 
 def describe(summary: Mapping[str, Any]) -> list[str]:
@@ -177,6 +189,9 @@ def describe(summary: Mapping[str, Any]) -> list[str]:
                      f"AURC {summary['aurc']:.3f} (perfect ranking {summary['aurc_optimal']:.3f}, "
                      f"random {1 - a['accuracy']:.3f}; by min char prob {summary['aurc_min_char_prob']:.3f}), "
                      f"ECE {summary['ece']:.3f} ({summary['ece_bins']} bins)")
+    if "aurc_answer_alone" in summary:
+        lines.append(f"the answer's probability alone (recitation left out): AURC {summary['aurc_answer_alone']:.3f}, "
+                     f"ECE {summary['ece_answer_alone']:.3f}")
     if "abstained" in summary:
         s = summary["answered"]
         lines.append(f"abstained on {summary['abstained']}; answered {s['total']} ({100 * s['coverage']:.1f}% "

@@ -13,9 +13,11 @@ evaluation abstained), ``abstained``, ``correct`` (answer == gold, abstention as
 likely of those characters), ``confidence`` (exp(logprob): the probability of exactly this answer), ``grounded``
 (answer occurs in one of the person's wiki.txt lines), ``gold_grounded`` (the gold place does), ``place_in_wiki``
 (answer occurs anywhere in wiki.txt), ``person_in_wiki`` and ``wiki_lines`` (the person's lines: ``{"line", "text"}``),
-``recitation`` (what a `--recite True` model said about the person before answering; None for other models; the
-scores are then the answer's given the recitation). Scores are None without a model (the London baseline),
-grounding fields None without wiki.txt or for a question that is not ``Where was NAME born?``.
+``recitation`` (what a `--recite True` model said about the person before answering; None for other models) and
+``recitation_logprob`` (its part of ``logprob``: for such a model the scores cover its whole output, the recitation
+after the name, the MASK that ended it, the answer and the closing MASK; None for other models). Scores are None
+without a model (the London baseline), grounding fields None without wiki.txt or for a question that is not
+``Where was NAME born?``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from data_scripts import DataFileError, asked_person, read_text_file
+from data_scripts import DataFileError, asked_person, read_text_file, recitation_limit
 from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
 from training import atomic_write_text
 
@@ -48,6 +50,7 @@ __all__ = [
     "read_records",
     "records_path_for",
     "score_answers",
+    "score_recitations",
     "whole_word_spans",
     "write_records",
 ]
@@ -136,7 +139,6 @@ class AnswerScore:
         return math.exp(self.logprob)
 
 
-@torch.no_grad()
 def score_answers(
     model: CharGPTForCausalLM,
     tokenizer: CharTokenizer,
@@ -149,23 +151,58 @@ def score_answers(
     """One teacher-forced pass over ``question MASK answer MASK``: the probability the model gave each answer.
 
     The closing MASK is scored too (the answer stops there), except after an answer of `max_new_tokens` characters,
-    where decoding was cut off without one. Rows are right-padded, which causal attention never looks at, so each
-    row's scores are those of the row alone.
+    where decoding was cut off without one.
     """
-    model.eval()
-    mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id
     rows = []
     for question, answer in zip(questions, answers, strict=True):
         ids = tokenizer.encode_text(question + MASK_CHAR + answer)
         if len(answer) < max_new_tokens:
-            ids.append(mask_id)
+            ids.append(tokenizer.mask_token_id)
         rows.append((ids, len(question) + 1))  # targets from the answer's first character on
+    return _score_rows(model, tokenizer, rows, batch_size, show_progress)
+
+
+def score_recitations(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    names: Sequence[str],
+    recitations: Sequence[str],
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[AnswerScore]:
+    """The probability a `--recite True` model gave its own recitation: the characters after the name and the MASK
+    that ended it (none where it ran to `recitation_limit`, as `evaluation.recite` stops it there).
+
+    A made-up recitation is the unlikely part of a made-up answer: the answer copies a place out of whatever was
+    recited, confidently either way, so only both scores together say how sure the model was (docs/confidence.md).
+    """
+    limit = recitation_limit(model.config.block_size)
+    rows = []
+    for name, recitation in zip(names, recitations, strict=True):
+        ids = tokenizer.encode_text(recitation)
+        if len(recitation) < limit:
+            ids.append(tokenizer.mask_token_id)
+        rows.append((ids, len(name)))
+    return _score_rows(model, tokenizer, rows, batch_size, show_progress)
+
+
+@torch.no_grad()
+def _score_rows(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    rows: Sequence[tuple[list[int], int]],
+    batch_size: int,
+    show_progress: bool,
+) -> list[AnswerScore]:
+    """Sum and min of log p over each row's ids from index `first` on, in batches. Rows are right-padded, which causal
+    attention never looks at, so each row's scores are those of the row alone."""
+    model.eval()
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
     scores: list[AnswerScore | None] = [None] * len(rows)
     for start in tqdm(range(0, len(order), batch_size), desc="scoring", disable=not show_progress):
         idx = order[start : start + batch_size]
         width = max(len(rows[i][0]) for i in idx)
-        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
         for r, i in enumerate(idx):
             ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
         ids = ids.to(model.device)
@@ -174,7 +211,7 @@ def score_answers(
         for r, i in enumerate(idx):
             seq, first = rows[i]
             chars = picked[r, first - 1 : len(seq) - 1]
-            scores[i] = AnswerScore(float(chars.sum()), float(chars.min().exp()))
+            scores[i] = AnswerScore(float(chars.sum()), float(chars.min().exp()) if len(chars) else 1.0)
     return scores  # type: ignore[return-value]
 
 
@@ -192,8 +229,11 @@ def build_records(
     abstain_below: float | None = None,
     abstain_ungrounded: bool = False,
     recitations: Sequence[str] | None = None,
+    recitation_scores: Sequence[AnswerScore] | None = None,
 ) -> list[dict[str, Any]]:
-    """One record per question (see the module docstring); gold "" means unknown (test inputs).
+    """One record per question (see the module docstring); gold "" means unknown (test inputs). With
+    `recitation_scores`, a record's scores are the recitation's and the answer's together: `confidence` is the
+    probability of the model's whole output.
 
     An answer is not given (its prediction is "") with `abstain_below`, where its confidence is below it, and with
     `abstain_ungrounded`, where it does not occur in the person's wiki.txt lines (one that cannot be checked, with
@@ -202,6 +242,9 @@ def build_records(
     records = []
     for i, (question, gold_place, answer) in enumerate(zip(questions, gold, answers, strict=True)):
         score = scores[i] if scores is not None else None
+        recited = recitation_scores[i] if recitation_scores is not None else None
+        if score is not None and recited is not None:
+            score = AnswerScore(score.logprob + recited.logprob, min(score.min_char_prob, recited.min_char_prob))
         confidence = score.confidence if score is not None else None
         grounding = _grounding(question, gold_place, answer, wiki)
         abstained = (abstain_below is not None and confidence is not None and confidence < abstain_below) or (
@@ -212,6 +255,7 @@ def build_records(
             "correct": (answer == gold_place) if gold_place else None,
             "logprob": score.logprob if score else None, "min_char_prob": score.min_char_prob if score else None,
             "confidence": confidence, "recitation": recitations[i] if recitations is not None else None,
+            "recitation_logprob": recited.logprob if recited is not None else None,
         }
         record.update(grounding)
         records.append(record)

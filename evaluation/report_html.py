@@ -47,6 +47,7 @@ mark.gold { background: #b7f0c0; }
 mark.pred { background: #ffd6a5; }
 mark.gold.pred { background: #9be7ff; }
 .wiki { font-size: 0.95em; color: #333; }
+.recited { font-size: 0.9em; color: #555; }
 .wiki .n { color: #999; margin-right: 0.4em; }
 .legend mark { padding: 0 0.3em; }
 """
@@ -130,11 +131,13 @@ def _row(record: Mapping[str, Any]) -> str:
         f'<span class="n">{w["line"]}</span>{highlight(w["text"], record["gold"], record["answer"])}'
         for w in record.get("wiki_lines") or []
     ) or ('<span class="abstained">person not in wiki.txt</span>' if record.get("person_in_wiki") is False else "")
+    recited = (f'<div class="recited">recited: {highlight(record["recitation"], record["gold"], record["answer"])}'
+               '</div>' if record.get("recitation") is not None else "")
     return (
         f'<tr id="q{record["line"]}" class="{outcome}" data-line="{record["line"]}" data-outcome="{outcome}" '
         f'data-abstained="{_flag(record["abstained"])}" data-grounded="{_flag(record.get("grounded"))}" '
         f'data-confidence="{"" if conf is None else f"{conf:.6g}"}">'
-        f'<td class="num">{record["line"]}</td><td>{e(record["question"])}</td>'
+        f'<td class="num">{record["line"]}</td><td>{e(record["question"])}{recited}</td>'
         f'<td>{e(record["gold"] or "")}</td><td class="answer">{answer}</td>'
         f'<td class="num">{"" if conf is None else f"{100 * conf:.1f}%"}</td>'
         f'<td class="num">{"" if min_char is None else f"{100 * min_char:.1f}%"}</td>'
@@ -169,8 +172,9 @@ def render_report(records: Sequence[Mapping[str, Any]], title: str, meta: Mappin
 <div class="meta">{meta_html}</div>
 <ul id="summary">{summary_html}</ul>
 <p class="legend">In the wiki.txt lines: <mark class="gold">gold place</mark> <mark class="pred">prediction</mark>
-<mark class="gold pred">both</mark>. Confidence: the model's probability of its whole answer; min char p: of its least
-likely character. Grounded: the answer occurs in the person's wiki.txt line.</p>
+<mark class="gold pred">both</mark>. Confidence: the model's probability of its whole answer (a reciting
+model's: of what it recited and the answer together); min char p: of its least likely character. Grounded: the
+answer occurs in the person's wiki.txt line.</p>
 <div id="controls">Show {_select("filter", FILTERS)} sorted by {_select("sort", SORTS)} <span id="shown"></span></div>
 <table id="records"><thead><tr><th>#</th><th>question</th><th>gold</th><th>prediction</th><th>confidence</th>
 <th>min char p</th><th>grounded</th><th>wiki.txt line</th></tr></thead>

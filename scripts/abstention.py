@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  no threshold reaches {100 * opts.target_precision:g}% precision on the held-out questions")
         else:
             threshold = chosen.threshold
-            print(f"  threshold {threshold:.4g} (answer when the answer's probability >= it): "
+            print(f"  threshold {threshold:.4g} (answer when the record's confidence >= it): "
                   f"{_percent(chosen.as_dict())}")
     print(f"dev ({dev_path}):")
     print("\n".join("  " + line for line in describe(result["dev"]["summary"])))

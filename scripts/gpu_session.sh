@@ -29,7 +29,8 @@
 # `recite_lm` (another call; issue 21's lead recipe at the reference size, the CPU frontier's on 2 cores): the
 # held-out split of the training questions; rope pretraining on the fast path, LM_EPOCHS epochs of uncorrupted
 # documents with the other 1,600 questions as recitation rows; the --recite rate chosen on the 400 held-out, the
-# final finetuning, dev and test  -> recite_lm_results.json, recite_lm_selection.json, recite_lm_pretrain.log
+# final finetuning, dev and test; the held-out model's abstention threshold (issue 24)  -> recite_lm_results.json,
+# recite_lm_selection.json, recite_lm_pretrain.log, recite_lm_abstention.json, recite_lm_coverage_accuracy.png
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -61,7 +62,7 @@ RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite
            --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv")
 RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/recite-lm/rope-causal-seed0-pretrain"
                   --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --learning_rates 7.5e-5,1.5e-4,3e-4 --final
-                  --extra "--recite True $FULL_EXTRA")
+                  --keep_models --extra "--recite True $FULL_EXTRA")
 
 REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
            --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA")
@@ -161,10 +162,24 @@ recite_lm_session() {
     stage "recite, then answer ($(left)s left): $(printf '%q ' "${RECITE_LM_SELECT[@]}")"
     timeout "$(left)" "$PY" "${RECITE_LM_SELECT[@]}" || echo "the selection ended with status $?"
   fi
+  # issue 24: the model that never saw the 400 held-out questions (chosen rate) answers dev too; the abstention
+  # threshold for 80% precision is chosen on the 400 and applied to dev (docs/confidence.md)
+  local sel=$WORK/recite-lm-sel tag
+  tag=$("$PY" -c 'import json, sys; print("lr%g" % float(json.load(open(sys.argv[1]))["chosen_learning_rate"]))' \
+        "$sel/selection.json" 2>/dev/null)
+  if [ -n "$tag" ] && [ -f "$sel/$tag-finetune/config.json" ]; then
+    stage "confidence of the held-out model $tag ($(left)s left)"
+    timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$tag-finetune" \
+      --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" \
+      && "$PY" scripts/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
+         --target_precision 0.8 --out_dir "$sel/abstention" || echo "the confidence stage ended with status $?"
+  fi
   stage "collect"
   local pair
   for pair in "$WORK/recite-lm/results.json:recite_lm_results.json" \
               "$WORK/recite-lm-sel/selection.json:recite_lm_selection.json" \
+              "$WORK/recite-lm-sel/abstention/abstention.json:recite_lm_abstention.json" \
+              "$WORK/recite-lm-sel/abstention/coverage_accuracy.png:recite_lm_coverage_accuracy.png" \
               "$WORK/recite-lm/rope-causal-seed0-pretrain.log:recite_lm_pretrain.log"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done

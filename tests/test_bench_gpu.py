@@ -155,4 +155,5 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert f"--mixed_qa_corpus_path {split.out_dir}/split/train.tsv" in opts.pretrain_extra
     chosen = select.parse_args(lm_select_cmd[2:])
     assert chosen.out_dir == split.out_dir and chosen.final and "--recite True" in chosen.extra
+    assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
     assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"

@@ -189,6 +189,24 @@ def test_threshold_selection_aurc_and_ece_on_handmade_records():
     assert reliability(scored(_handmade([1.0], [True])))[9]["count"] == 1  # 1.0 lands in the last bin
 
 
+def test_a_reciting_models_summary_also_ranks_by_the_answer_alone():
+    """Confidence is the recitation's and the answer's probability together; the summary also says how the answer's
+    probability given the recitation would have ranked: here confidently copied out of a doubtful recitation."""
+    answer_p, recitation_p, correct = [0.99, 0.98, 0.6], [0.1, 0.9, 0.8], [False, True, True]
+    records = build_records([f"Where was P{i} born?" for i in range(3)], ["G0", "G1", "G2"],
+                            ["G" + str(i) if ok else "X" for i, ok in enumerate(correct)],
+                            [AnswerScore(math.log(p), p) for p in answer_p],
+                            recitations=["P0 recited", "P1 recited", "P2 recited"],
+                            recitation_scores=[AnswerScore(math.log(p), p) for p in recitation_p])
+    assert [r["confidence"] for r in records] == pytest.approx([0.099, 0.882, 0.48])
+    assert [r["min_char_prob"] for r in records] == pytest.approx([0.1, 0.9, 0.6])
+    summary = summarize(records)
+    assert summary["aurc"] == pytest.approx(aurc_optimal(scored(records)))  # the wrong answer ranks last
+    assert summary["aurc_answer_alone"] == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)  # ... first, by the answer alone
+    assert summary["ece_answer_alone"] == pytest.approx(ece(list(zip(answer_p, correct, strict=True))))
+    assert "aurc_answer_alone" not in summarize(_handmade([0.9, 0.2], [True, False]))
+
+
 def _write_eval(tmp_path: Path, name: str, records: list[dict]) -> Path:
     predictions = tmp_path / f"{name}.predictions"
     predictions.write_text("".join(r["prediction"] + "\n" for r in records), encoding="utf-8")
@@ -204,7 +222,7 @@ def test_the_abstention_command_chooses_on_held_out_and_applies_to_dev(tmp_path,
     argv = ["--holdout", str(held), "--dev", str(dev), "--target_precision", "0.75", "--out_dir", str(out)]
     assert run_cli(abstention.main, argv) == 0
     printed = capsys.readouterr().out
-    assert "threshold 0.6 (answer when the answer's probability >= it): precision 75.0% (3/4), coverage 66.7%" \
+    assert "threshold 0.6 (answer when the record's confidence >= it): precision 75.0% (3/4), coverage 66.7%" \
         in printed
     assert "at the held-out threshold 0.6: precision 66.7% (2/3), coverage 60.0% (3/5)" in printed
     result = json.loads((out / "abstention.json").read_text())

@@ -12,6 +12,7 @@ from test_training_scripts import QUIET, ROOT, TINY, launch, run_ok, world  # no
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
 from data_scripts.recitation import recitation_text
 from evaluation import check_questions, greedy_until_mask, recite
+from evaluation.records import build_records, score_answers, score_recitations
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",
@@ -91,6 +92,38 @@ def test_batched_recitation_and_answer_equal_decoding_each_name_alone():
     assert all(len(c) <= recitation_limit(32) and c.startswith(n) for c, n in zip(contexts, names, strict=True))
 
 
+def test_a_reciting_models_confidence_is_that_of_its_whole_greedy_output():
+    """Records of a reciting model score everything it generated: the recitation after the name, the MASK that ended
+    it (not the one appended after a recitation cut at the limit), the answer and its closing MASK, each as one
+    unpadded teacher-forced sequence gives it; `recitation_logprob` is the recitation's part."""
+    torch.manual_seed(0)
+    config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16,
+                           position_embedding_type="rope", answer_format="recite")
+    model = CharGPTForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight[TOKENIZER.mask_token_id] += 0.4 * model.lm_head.weight.std() * torch.randn(16)
+    names = ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ann L", "Ek Bo"]
+    limit, max_new, mask = recitation_limit(32), 8, TOKENIZER.mask_token_id
+    contexts = recite(model, TOKENIZER, names, batch_size=4, show_progress=False)
+    answers = greedy_until_mask(model, TOKENIZER, [c + MASK_CHAR for c in contexts], 4, max_new, show_progress=False)
+    assert {len(c) < limit for c in contexts} == {True, False}  # some stopped with a MASK, some ran to the limit
+    records = build_records([f"Where was {n} born?" for n in names], [""] * len(names), answers,
+                            score_answers(model, TOKENIZER, contexts, answers, max_new, 4, show_progress=False),
+                            recitations=contexts,
+                            recitation_scores=score_recitations(model, TOKENIZER, names, contexts, 4, False))
+    for name, context, answer, record in zip(names, contexts, answers, records, strict=True):
+        ids = TOKENIZER.encode_text(context) + [mask] + TOKENIZER.encode_text(answer) + [mask] * (len(answer) < max_new)
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids[:-1]])).logits[0].double(), -1)
+        generated = [t for t in range(len(name), len(ids)) if t != len(context) or len(context) < limit]
+        chars = [float(logprobs[t - 1, ids[t]]) for t in generated]
+        recited = [float(logprobs[t - 1, ids[t]]) for t in generated if t <= len(context)]
+        assert record["logprob"] == pytest.approx(sum(chars), abs=1e-4)
+        assert record["recitation_logprob"] == pytest.approx(sum(recited), abs=1e-4)
+        assert record["confidence"] == pytest.approx(torch.tensor(sum(chars)).exp().item(), rel=1e-4)
+        assert record["min_char_prob"] == pytest.approx(torch.tensor(min(chars)).exp().item(), rel=1e-4)
+
+
 def test_a_reciting_model_refuses_other_questions_and_fits_its_block(tmp_path):
     config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, position_embedding_type="learned",
                            answer_format="recite")
@@ -123,4 +156,5 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
     for record in records:  # each answer follows the model's own recitation about the person asked
         name = record["question"][len("Where was "):-len(" born?")]
         assert record["recitation"].startswith(name) and len(record["recitation"]) <= recitation_limit(64)
-        assert record["confidence"] is not None
+        assert record["confidence"] is not None  # of the recitation and the answer together
+        assert record["recitation_logprob"] is not None and record["logprob"] <= record["recitation_logprob"]

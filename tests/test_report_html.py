@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.records import AnswerScore, WikiIndex, build_records
-from evaluation.report_html import highlight, write_report
+from evaluation.report_html import highlight, render_report, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -120,3 +120,13 @@ def test_highlight_escapes_and_marks_whole_words_only():
         '<mark class="pred">York</mark> &amp; <mark class="gold">Yorkshire</mark> &lt;<mark class="pred">York'
         "</mark>&gt;")
     assert highlight("no place here", "", None) == "no place here"
+
+
+def test_a_reciting_models_page_shows_what_it_recited_with_the_places_marked():
+    records = build_records(QUESTIONS[:2], GOLD[:2], ANSWERS[:2], [AnswerScore(-0.5, 0.9)] * 2, WikiIndex(WIKI),
+                            recitations=["Ann Ab. Ann Ab was born in York", "Bob Cd. Bob Cd was born in Leeds"],
+                            recitation_scores=[AnswerScore(-1.0, 0.5)] * 2)
+    rows = Rendered(render_report(records, "reciting model")).rows
+    assert rows[0]["cells"][1] == "Where was Ann Ab born?recited: Ann Ab. Ann Ab was born in York"
+    assert rows[0]["marks"][0] == ["pred", "York"] and rows[1]["marks"][0] == ["gold pred", "Leeds"]
+    assert rows[0]["data-confidence"] == f"{math.exp(-1.5):.6g}"  # the recitation's and the answer's together
