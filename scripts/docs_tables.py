@@ -258,7 +258,7 @@ def headline_rows(results: Results) -> list[dict]:
 
 
 # the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
-FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1"]
+FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
 
 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
@@ -268,15 +268,19 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     sources = [_recitation_source(results, run) for run in runs]
     hardware = short_hardware(results["cpu_fp32_mixed_frontier"]["hardware"])
     rates = sorted({lr(run["learning_rate"]) for run in runs})
-    seeds = " / ".join(str(source.get("seed", 0)) for source in sources)
-    return {"variant": "rope, 4 layers × 128 dims",
-            "recipe": f"{recipe} ({sources[0]['epochs']:.0f} epochs), then **`--recite True`** (lr "
-                      f"{', '.join(rates)}, chosen on held-out)",
-            "hardware": f"{hardware}, fp32",
-            "wall": " / ".join(f"{source['pretrain_seconds'] / 60:.1f} + {run['finetune_seconds'] / 60:.1f} min"
-                               for source, run in zip(sources, runs, strict=True)),
-            "dev": f"{' / '.join(score(run['dev']) for run in runs)}, seed{'s' if len(runs) > 1 else ''} {seeds}",
-            "how": how}
+    minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
+               for source, run in zip(sources, runs, strict=True)]
+    row = {"variant": "rope, 4 layers × 128 dims",
+           "recipe": f"{recipe} ({sources[0]['epochs']:.0f} epochs), then **`--recite True`** (lr "
+                     f"{', '.join(rates)}, chosen on held-out)",
+           "hardware": f"{hardware}, fp32", "how": how}
+    if len(runs) == 1:
+        return {**row, "wall": f"{minutes[0][0]:.1f} + {minutes[0][1]:.1f} min",
+                "dev": f"{score(runs[0]['dev'])}, seed {sources[0].get('seed', 0)}"}
+    acc = [run["dev"]["accuracy"] for run in runs]
+    return {**row, "dev": f"{spread(acc)} ({seeds_list(acc)})",
+            "wall": f"{statistics.mean(p for p, _ in minutes):.1f} + {statistics.mean(f for _, f in minutes):.1f} "
+                    f"min (at most {max(p + f for p, f in minutes):.1f})"}
 
 
 def _headline(rows: list[dict], link: str) -> str:
@@ -856,6 +860,27 @@ def confidence_demo_mixed(results: Results) -> str:
                   "held-out precision / coverage", "dev precision / coverage", "one-sentence dev people"], rows)
 
 
+def confidence_recite(results: Results) -> str:
+    """docs/confidence.md: the CPU frontier's reciting rope models, confidence over the whole output against the
+    answer's alone, and the held-out threshold applied to dev."""
+    def at(point: dict | None) -> str:
+        return "—" if point is None else f"{pct(point['precision'])} / {pct(point['coverage'])}"
+
+    rows = []
+    for seed, run in sorted(results["confidence_cpu_recite"]["seeds"].items()):
+        final, sweep = run["final"], run["sweep"]
+        dev = final["dev"]
+        rows.append([seed, pct(dev["answers"]["accuracy"]), *_ranking(dev)[1:],
+                     f"{dev['aurc_answer_alone']:.3f}, {dev['ece_answer_alone']:.3f}", at(final["grounded_only"]),
+                     pct(sweep["dev"]["answers"]["accuracy"]), f"{sweep['threshold']:.3f}", at(sweep["chosen"]),
+                     f"**{at(sweep['dev_at_threshold'])}**", at(final["dev_at_sweep_threshold"]),
+                     at(sweep["answer_alone"]["dev_at_threshold"])])
+    return table(["seed", "dev accuracy", "AURC (perfect, random)", "ECE", "answer alone: AURC, ECE",
+                  "grounded answers only: precision / coverage", "held-out model: dev", "threshold",
+                  "held-out precision / coverage", "dev precision / coverage", "final model at that threshold",
+                  "threshold by the answer alone: dev precision / coverage"], rows)
+
+
 def confidence_h100(results: Results) -> str:
     """docs/confidence.md: the grounded split of the committed H100 dev predictions (no model here, no confidence)."""
     labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
@@ -894,7 +919,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
     batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation, recitation_rates, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
-    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_h100, presets)}
+    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite, confidence_h100,
+    presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:
