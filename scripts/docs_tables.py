@@ -254,6 +254,8 @@ def headline_rows(results: Results) -> list[dict]:
         _recitation_row(results, ["mixed training, 245 epochs (about 50 minutes)"], "mixed training"),
         dict(_recitation_row(results, FRONTIER_RUNS, "**uncorrupted documents + recitation rows in pretraining**",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        _recitation_row(results, ["… the same, learned positions"], "uncorrupted documents + recitation rows in "
+                        "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
     ]
 
 
@@ -270,7 +272,7 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     rates = sorted({lr(run["learning_rate"]) for run in runs})
     minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
                for source, run in zip(sources, runs, strict=True)]
-    row = {"variant": "rope, 4 layers × 128 dims",
+    row = {"variant": f"{sources[0].get('position', 'rope')}, 4 layers × 128 dims",
            "recipe": f"{recipe} ({sources[0]['epochs']:.0f} epochs), then **`--recite True`** (lr "
                      f"{', '.join(rates)}, chosen on held-out)",
            "hardware": f"{hardware}, fp32", "how": how}
