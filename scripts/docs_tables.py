@@ -888,7 +888,7 @@ def confidence_h100(results: Results) -> str:
     labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
               "faithful-h100-rope-seed0": "rope, faithful, seed 0",
               "faithful-h100-learned-seed0-preset-best": "learned, `--preset best`, seed 0",
-              "faithful-h100-rope-seed0-heldout-lr": "rope, `--preset best`, seed 0 (the best model)",
+              "faithful-h100-rope-seed0-heldout-lr": "rope, `--preset best`, seed 0 (the best H100 model)",
               "faithful-h100-rope-seed1-preset-best": "rope, `--preset best`, seed 1",
               "faithful-h100-rope-seed2-preset-best": "rope, `--preset best`, seed 2"}
     rows = []
