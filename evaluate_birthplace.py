@@ -104,13 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.answer_format == "recite":
             logger.info("%s answers after reciting what it read about the person (answer_format='recite')",
                         args.model_name_or_path)
-            contexts = recitations = recite(model, tokenizer, [asked_person(q) for q in questions], args.batch_size)
+            names = [asked_person(q) for q in questions]
+            contexts = recitations = recite(model, tokenizer, names, args.batch_size)
         answers = predict_birthplaces(model, tokenizer, contexts, args.batch_size, args.max_new_tokens)
         if analyse:
             answer_scores = score_answers(model, tokenizer, contexts, answers, args.max_new_tokens, args.batch_size)
             if recitations is not None:
-                recitation_scores = score_recitations(model, tokenizer, [asked_person(q) for q in questions],
-                                                      recitations, args.batch_size)
+                recitation_scores = score_recitations(model, tokenizer, names, recitations, args.batch_size)
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,
                             recitations, recitation_scores)
     predictions = [r["prediction"] for r in records]
