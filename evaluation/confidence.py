@@ -13,6 +13,8 @@ confidence is at least a threshold.
   (share of questions) x |accuracy - mean confidence|.
 - `choose_threshold`: the lowest threshold whose answered questions reach a target precision (the most coverage
   that does), chosen on held-out *training* questions and then applied to dev with `apply_threshold`.
+- `scored_grounded`: the points of a rule that also never answers an ungrounded answer (evaluate_birthplace.py
+  --abstain_ungrounded): the curve, threshold and coverage functions take the number of all questions as `total`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "plot_reliability",
     "reliability",
     "scored",
+    "scored_grounded",
     "selection_curve",
     "summarize",
 ]
@@ -50,6 +53,14 @@ Scored = list[tuple[float, bool]]
 def scored(records: Sequence[Mapping[str, Any]], key: str = "confidence") -> Scored:
     """(confidence, correct) of every record with a gold place and a score, confidence read from `key`."""
     return [(float(r[key]), bool(r["correct"])) for r in records if r["correct"] is not None and r.get(key) is not None]
+
+
+def scored_grounded(records: Sequence[Mapping[str, Any]], key: str = "confidence") -> tuple[Scored, int]:
+    """The points a rule that never answers an ungrounded answer can answer (those of `scored` whose answer is
+    grounded or cannot be checked, as --abstain_ungrounded decides), and the number of all points: its coverage is
+    over every question."""
+    rows = [r for r in records if r["correct"] is not None and r.get(key) is not None]
+    return [(float(r[key]), bool(r["correct"])) for r in rows if r.get("grounded") is not False], len(rows)
 
 
 @dataclass(frozen=True)
@@ -83,12 +94,13 @@ def _groups(points: Scored) -> list[tuple[float, int, int]]:
     return out
 
 
-def selection_curve(points: Scored) -> list[CurvePoint]:
-    """One point per distinct confidence, from the strictest threshold (fewest answers) to answering everything."""
+def selection_curve(points: Scored, total: int | None = None) -> list[CurvePoint]:
+    """One point per distinct confidence, from the strictest threshold (fewest answers) to answering every point;
+    coverage over `total` questions (default: the points)."""
     curve, answered, right = [], 0, 0
     for conf, size, good in _groups(points):
         answered, right = answered + size, right + good
-        curve.append(CurvePoint(conf, answered, right, len(points)))
+        curve.append(CurvePoint(conf, answered, right, len(points) if total is None else total))
     return curve
 
 
@@ -125,16 +137,17 @@ def ece(points: Scored, n_bins: int = 10) -> float:
     return sum(b["count"] / n * abs(b["accuracy"] - b["confidence"]) for b in reliability(points, n_bins)) if n else 0.0
 
 
-def choose_threshold(points: Scored, target_precision: float) -> CurvePoint | None:
+def choose_threshold(points: Scored, target_precision: float, total: int | None = None) -> CurvePoint | None:
     """The threshold that answers the most questions while its answers reach `target_precision`; None if none does."""
-    reaching = [p for p in selection_curve(points) if p.precision >= target_precision]
+    reaching = [p for p in selection_curve(points, total) if p.precision >= target_precision]
     return max(reaching, key=lambda p: p.answered) if reaching else None
 
 
-def apply_threshold(points: Scored, threshold: float) -> CurvePoint:
-    """Answer the questions with confidence >= `threshold`, abstain on the rest."""
+def apply_threshold(points: Scored, threshold: float, total: int | None = None) -> CurvePoint:
+    """Answer the questions with confidence >= `threshold`, abstain on the rest (and on the `total` - len(points)
+    questions the points leave out)."""
     answered = [c for conf, c in points if conf >= threshold]
-    return CurvePoint(threshold, len(answered), sum(answered), len(points))
+    return CurvePoint(threshold, len(answered), sum(answered), len(points) if total is None else total)
 
 
 def _share(right: int, total: int) -> dict[str, float]:
@@ -223,17 +236,20 @@ def _pyplot():
 
 
 def plot_coverage_accuracy(
-    curves: Mapping[str, Scored], path: str | os.PathLike, threshold: float | None = None, title: str = ""
+    curves: Mapping[str, Scored], path: str | os.PathLike, threshold: float | None = None, title: str = "",
+    totals: Mapping[str, int] | None = None,
 ) -> None:
-    """Accuracy of the answered questions against the share answered, one line per set; the threshold's points."""
+    """Accuracy of the answered questions against the share answered, one line per set; the threshold's points. A
+    set named in `totals` is a rule's answerable points out of that many questions (no AURC: it ranks a part)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, points in curves.items():
-        curve = selection_curve(points)
+        total = (totals or {}).get(label)
+        curve = selection_curve(points, total)
         ax.plot([0, *(p.coverage for p in curve)], [curve[0].precision, *(p.precision for p in curve)],
-                drawstyle="steps-pre", label=f"{label} (AURC {aurc(points):.3f})")
+                drawstyle="steps-pre", label=label if total is not None else f"{label} (AURC {aurc(points):.3f})")
         if threshold is not None:
-            at = apply_threshold(points, threshold)
+            at = apply_threshold(points, threshold, total)
             ax.plot([at.coverage], [at.precision], "o", color=ax.lines[-1].get_color())
             ax.annotate(f"{100 * at.precision:.0f}% at {100 * at.coverage:.0f}%", (at.coverage, at.precision),
                         textcoords="offset points", xytext=(6, 6), fontsize=8)

@@ -9,7 +9,9 @@ finetuned on the held-out questions: select_finetune_lr.py --keep_models leaves 
 training questions minus --holdout, and its held-out predictions (docs/confidence.md). Dev never chooses anything:
 the threshold is the held-out one. Prints the held-out and dev summaries (accuracy, grounded split, AURC, ECE) and
 the dev precision and coverage at the threshold; writes coverage_accuracy.png, reliability.png and abstention.json
-into --out_dir. Without --holdout, only the dev analysis and plots.
+into --out_dir. Without --holdout, only the dev analysis and plots. With --grounded_only the rule never answers an
+answer that is not in the person's wiki.txt line (evaluate_birthplace.py --abstain_ungrounded) and the threshold is
+chosen among the others; coverage still counts every question.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from evaluation.confidence import (
     plot_coverage_accuracy,
     plot_reliability,
     scored,
+    scored_grounded,
     summarize,
 )
 from evaluation.records import check_records_match, read_records, records_path_for
@@ -41,20 +44,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--holdout_records", help="Default: HOLDOUT.records.jsonl.")
     parser.add_argument("--target_precision", type=float, default=0.8,
                         help="Answer only where held-out precision reaches this, in (0, 1] (default 0.8).")
+    parser.add_argument("--grounded_only", action="store_true",
+                        help="Never answer an ungrounded answer; choose the threshold among the grounded ones.")
     parser.add_argument("--bins", type=int, default=10, help="Confidence bins of the reliability diagram and ECE.")
     parser.add_argument("--out_dir", required=True, help="Where the plots and abstention.json go.")
     return parser
 
 
-def load(predictions: str, records_path: str | None) -> tuple[Path, list[dict]]:
-    """The records of one evaluation, refused if they were written for another predictions file or without scores."""
+def load(predictions: str, records_path: str | None, grounded_only: bool = False) -> tuple[Path, list[dict]]:
+    """The records of one evaluation, refused if they were written for another predictions file, without scores,
+    or (for --grounded_only) without grounding."""
     path = Path(records_path) if records_path else records_path_for(predictions)
     records = read_records(path)
     check_records_match(path, records, predictions)
     if not scored(records):
         raise UsageError(f"{path}: no record has both a gold place and a confidence (test inputs, or the London "
                          "baseline?): nothing to choose a threshold on")
+    if grounded_only and all(r["grounded"] is None for r in records):
+        raise UsageError(f"{path}: no record says whether its answer is grounded (evaluated without wiki.txt?): "
+                         "--grounded_only needs it")
     return path, records
+
+
+def rule_points(records: list[dict], grounded_only: bool) -> tuple[list[tuple[float, bool]], int | None]:
+    """The points the abstention rule may answer, and the number of questions when that is not all of them."""
+    return scored_grounded(records) if grounded_only else (scored(records), None)
 
 
 def _percent(point: dict) -> str:
@@ -69,33 +83,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.bins < 1:
         raise UsageError(f"--bins {opts.bins}: must be at least 1")
     out = Path(opts.out_dir)
-    dev_path, dev = load(opts.dev, opts.dev_records)
+    dev_path, dev = load(opts.dev, opts.dev_records, opts.grounded_only)
     result: dict = {"dev": {"predictions": opts.dev, "records": str(dev_path),
-                            "summary": summarize(dev, opts.bins)}, "target_precision": opts.target_precision}
-    curves, threshold = {}, None
+                            "summary": summarize(dev, opts.bins)}, "target_precision": opts.target_precision,
+                    "grounded_only": opts.grounded_only}
+    suffix = ", grounded answers only" if opts.grounded_only else ""
+    curves, totals, threshold = {}, {}, None
     if opts.holdout:
-        held_path, held = load(opts.holdout, opts.holdout_records)
+        held_path, held = load(opts.holdout, opts.holdout_records, opts.grounded_only)
         result["holdout"] = {"predictions": opts.holdout, "records": str(held_path),
                              "summary": summarize(held, opts.bins)}
         print(f"held-out ({held_path}):")
         print("\n".join("  " + line for line in describe(result["holdout"]["summary"])))
-        curves["held-out training questions"] = scored(held)
-        chosen = choose_threshold(scored(held), opts.target_precision)
+        label = "held-out training questions" + suffix
+        curves[label], totals[label] = rule_points(held, opts.grounded_only)
+        chosen = choose_threshold(curves[label], opts.target_precision, totals[label])
         result["holdout"]["chosen"] = chosen.as_dict() if chosen else None
         if chosen is None:
             print(f"  no threshold reaches {100 * opts.target_precision:g}% precision on the held-out questions")
         else:
             threshold = chosen.threshold
-            print(f"  threshold {threshold:.4g} (answer when the record's confidence >= it): "
+            print(f"  threshold {threshold:.4g} (answer when the record's confidence >= it{suffix}): "
                   f"{_percent(chosen.as_dict())}")
     print(f"dev ({dev_path}):")
     print("\n".join("  " + line for line in describe(result["dev"]["summary"])))
-    curves["dev"] = scored(dev)
+    label = "dev" + suffix
+    curves[label], totals[label] = rule_points(dev, opts.grounded_only)
     if threshold is not None:
-        at = result["dev"]["at_threshold"] = apply_threshold(scored(dev), threshold).as_dict()
+        at = result["dev"]["at_threshold"] = apply_threshold(curves[label], threshold, totals[label]).as_dict()
         print(f"  at the held-out threshold {threshold:.4g}: {_percent(at)}")
-        print(f"  to answer this way: evaluate_birthplace.py ... --abstain_below {threshold!r}")
-    plot_coverage_accuracy(curves, out / "coverage_accuracy.png", threshold)
+        flags = " --abstain_ungrounded" if opts.grounded_only else ""
+        print(f"  to answer this way: evaluate_birthplace.py ...{flags} --abstain_below {threshold!r}")
+    plot_coverage_accuracy({k: v for k, v in curves.items() if v}, out / "coverage_accuracy.png", threshold,
+                           totals={k: n for k, n in totals.items() if n is not None})
     plot_reliability(scored(dev), out / "reliability.png", opts.bins, "dev")
     command = shlex.join(["python", "scripts/abstention.py", *(sys.argv[1:] if argv is None else argv)])
     atomic_write_json(out / "abstention.json", {**result, "threshold": threshold, "command": command})

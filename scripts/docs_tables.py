@@ -885,6 +885,22 @@ def confidence_recite(results: Results) -> str:
                   "threshold by the answer alone: dev precision / coverage"], rows)
 
 
+def confidence_recite_grounded(results: Results) -> str:
+    """docs/confidence.md: the same choice with scripts/abstention.py --grounded_only (grounded answers only, the
+    threshold among them)."""
+    def at(point: dict) -> str:
+        return f"{pct(point['precision'])} / {pct(point['coverage'])} ({point['right']}/{point['answered']})"
+
+    rows = []
+    for seed, run in sorted(results["confidence_cpu_recite"]["seeds"].items()):
+        rule = run["sweep"]["grounded_only_rule"]
+        rows.append([seed, f"{rule['threshold']:.3f}", at(rule["chosen"]), f"**{at(rule['dev_at_threshold'])}**",
+                     f"{rule['dev_grounded_answers'] - rule['dev_at_threshold']['answered']}",
+                     at(run["final"]["dev_at_grounded_threshold"])])
+    return table(["seed", "threshold", "held-out precision / coverage", "dev precision / coverage",
+                  "grounded dev answers the threshold withholds", "final model: dev precision / coverage"], rows)
+
+
 def confidence_h100(results: Results) -> str:
     """docs/confidence.md: the grounded split of the committed H100 dev predictions (no model here, no confidence)."""
     labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
@@ -923,8 +939,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
     batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation, recitation_rates, cpu_runs_fp32,
     cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
-    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite, confidence_h100,
-    presets)}
+    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
+    confidence_recite_grounded, confidence_h100, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -22,6 +22,7 @@ from evaluation.confidence import (
     ece,
     reliability,
     scored,
+    scored_grounded,
     selection_curve,
     summarize,
 )
@@ -230,6 +231,42 @@ def test_the_abstention_command_chooses_on_held_out_and_applies_to_dev(tmp_path,
     assert result["dev"]["summary"]["answers"] == {"right": 3, "total": 5, "accuracy": 0.6}
     for png in ("coverage_accuracy.png", "reliability.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _grounded(records: list[dict], grounded: list[bool | None]) -> list[dict]:
+    return [{**r, "grounded": g} for r, g in zip(records, grounded, strict=True)]
+
+
+def test_the_grounded_only_rule_chooses_among_grounded_answers_and_counts_every_question(tmp_path, capsys):
+    """--grounded_only never answers an ungrounded answer (one that cannot be checked is answered, as
+    evaluate_birthplace.py --abstain_ungrounded does) and still divides by every question."""
+    held = _grounded(_handmade([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [True, True, False, True, False, False]),
+                     [True, False, True, True, True, False])
+    dev = _grounded(_handmade([0.95, 0.65, 0.6, 0.59, 0.1], [True, False, True, True, False]),
+                    [True, True, False, True, None])
+    points, total = scored_grounded(dev)
+    assert total == 5 and [c for _, c in points] == [True, False, True, False]
+    assert [p for p, _ in points] == pytest.approx([0.95, 0.65, 0.59, 0.1])
+    held_path, dev_path = _write_eval(tmp_path, "held", held), _write_eval(tmp_path, "dev", dev)
+    argv = ["--holdout", str(held_path), "--dev", str(dev_path), "--target_precision", "0.6"]
+    assert run_cli(abstention.main, [*argv, "--out_dir", str(tmp_path / "all")]) == 0
+    assert json.loads((tmp_path / "all" / "abstention.json").read_text())["threshold"] == 0.5  # 3 of 5 right
+    assert run_cli(abstention.main, [*argv, "--out_dir", str(tmp_path / "g"), "--grounded_only"]) == 0
+    printed = capsys.readouterr().out
+    # grounded held-out answers: 0.9 right, 0.7 wrong, 0.6 right, 0.5 wrong; >= 0.6 gives 2 of 3 over 6 questions
+    assert ("threshold 0.6 (answer when the record's confidence >= it, grounded answers only): precision 66.7% "
+            "(2/3), coverage 50.0% (3/6)") in printed
+    # dev: 0.95 and 0.65 answered; 0.6 is not grounded, 0.59 and the unchecked 0.1 fall below
+    assert "at the held-out threshold 0.6: precision 50.0% (1/2), coverage 40.0% (2/5)" in printed
+    assert "evaluate_birthplace.py ... --abstain_ungrounded --abstain_below 0.6" in printed
+    result = json.loads((tmp_path / "g" / "abstention.json").read_text())
+    assert result["grounded_only"] and result["dev"]["at_threshold"]["total"] == 5
+    assert (tmp_path / "g" / "coverage_accuracy.png").read_bytes()[:4] == b"\x89PNG"
+    ungrounded = _write_eval(tmp_path, "plain", _handmade([0.9, 0.2], [True, False]))
+    assert run_cli(abstention.main, ["--dev", str(ungrounded), "--out_dir", str(tmp_path / "x"),
+                                     "--grounded_only"]) == 1
+    assert _one_error_line(capsys) == (f"error: {records_path_for(ungrounded)}: no record says whether its answer is "
+                                       "grounded (evaluated without wiki.txt?): --grounded_only needs it")
 
 
 def _one_error_line(capsys) -> str:
