@@ -243,7 +243,7 @@ def plot_coverage_accuracy(
     set named in `totals` is a rule's answerable points out of that many questions (no AURC: it ranks a part)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, points in curves.items():
+    for i, (label, points) in enumerate(curves.items()):
         total = (totals or {}).get(label)
         curve = selection_curve(points, total)
         ax.plot([0, *(p.coverage for p in curve)], [curve[0].precision, *(p.precision for p in curve)],
@@ -252,7 +252,7 @@ def plot_coverage_accuracy(
             at = apply_threshold(points, threshold, total)
             ax.plot([at.coverage], [at.precision], "o", color=ax.lines[-1].get_color())
             ax.annotate(f"{100 * at.precision:.0f}% at {100 * at.coverage:.0f}%", (at.coverage, at.precision),
-                        textcoords="offset points", xytext=(6, 6), fontsize=8)
+                        textcoords="offset points", xytext=(6, 6 if i % 2 == 0 else -14), fontsize=8)  # apart
     ax.set(xlabel="coverage (share of questions answered, most confident first)",
            ylabel="accuracy of the answered questions", xlim=(0, 1), ylim=(0, 1.02),
            title=title or "answering only when confident" + (f" (threshold {threshold:.3g})" if threshold else ""))
