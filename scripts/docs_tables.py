@@ -256,13 +256,14 @@ def headline_rows(results: Results) -> list[dict]:
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         _recitation_row(results, ["… the same, learned positions"], "uncorrupted documents + recitation rows in "
                         "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
-        _recitation_row(results, ["… 150 epochs, 400 questions held out of pretraining"], "uncorrupted documents + "
-                        "recitation rows in pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
+        dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
+                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
     ]
 
 
 # the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
 FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
+FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
 
 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
@@ -864,6 +865,13 @@ def confidence_demo_mixed(results: Results) -> str:
                   "held-out precision / coverage", "dev precision / coverage", "one-sentence dev people"], rows)
 
 
+def _recite_models(results: Results) -> list[tuple[str, dict]]:
+    """The reciting CPU models of confidence_cpu_recite.json, 76-epoch seeds then 150-epoch seeds, named."""
+    data = results["confidence_cpu_recite"]
+    groups = [("76 epochs", data["seeds"]), ("150 epochs", data.get("epochs150", {}).get("seeds", {}))]
+    return [(f"{epochs}, seed {seed}", run) for epochs, runs in groups for seed, run in sorted(runs.items())]
+
+
 def confidence_recite(results: Results) -> str:
     """docs/confidence.md: the CPU frontier's reciting rope models, confidence over the whole output against the
     answer's alone, and the held-out threshold applied to dev."""
@@ -871,15 +879,15 @@ def confidence_recite(results: Results) -> str:
         return "—" if point is None else f"{pct(point['precision'])} / {pct(point['coverage'])}"
 
     rows = []
-    for seed, run in sorted(results["confidence_cpu_recite"]["seeds"].items()):
+    for name, run in _recite_models(results):
         final, sweep = run["final"], run["sweep"]
         dev = final["dev"]
-        rows.append([seed, pct(dev["answers"]["accuracy"]), *_ranking(dev)[1:],
+        rows.append([name, pct(dev["answers"]["accuracy"]), *_ranking(dev)[1:],
                      f"{dev['aurc_answer_alone']:.3f}, {dev['ece_answer_alone']:.3f}", at(final["grounded_only"]),
                      pct(sweep["dev"]["answers"]["accuracy"]), f"{sweep['threshold']:.3f}", at(sweep["chosen"]),
                      f"**{at(sweep['dev_at_threshold'])}**", at(final["dev_at_sweep_threshold"]),
                      at(sweep["answer_alone"]["dev_at_threshold"])])
-    return table(["seed", "dev accuracy", "AURC (perfect, random)", "ECE", "answer alone: AURC, ECE",
+    return table(["pretraining, seed", "dev accuracy", "AURC (perfect, random)", "ECE", "answer alone: AURC, ECE",
                   "grounded answers only: precision / coverage", "held-out model: dev", "threshold",
                   "held-out precision / coverage", "dev precision / coverage", "final model at that threshold",
                   "threshold by the answer alone: dev precision / coverage"], rows)
@@ -892,12 +900,12 @@ def confidence_recite_grounded(results: Results) -> str:
         return f"{pct(point['precision'])} / {pct(point['coverage'])} ({point['right']}/{point['answered']})"
 
     rows = []
-    for seed, run in sorted(results["confidence_cpu_recite"]["seeds"].items()):
+    for name, run in _recite_models(results):
         rule = run["sweep"]["grounded_only_rule"]
-        rows.append([seed, f"{rule['threshold']:.3f}", at(rule["chosen"]), f"**{at(rule['dev_at_threshold'])}**",
+        rows.append([name, f"{rule['threshold']:.3f}", at(rule["chosen"]), f"**{at(rule['dev_at_threshold'])}**",
                      f"{rule['dev_grounded_answers'] - rule['dev_at_threshold']['answered']}",
                      at(run["final"]["dev_at_grounded_threshold"])])
-    return table(["seed", "threshold", "held-out precision / coverage", "dev precision / coverage",
+    return table(["pretraining, seed", "threshold", "held-out precision / coverage", "dev precision / coverage",
                   "grounded dev answers the threshold withholds", "final model: dev precision / coverage"], rows)
 
 
