@@ -269,12 +269,18 @@ def headline_rows(results: Results) -> list[dict]:
                         "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
         dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        *(dict(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
+                               "uncorrupted-documents-recitation-rows-in-pretraining"), readme=name == NO_AMX_README)
+          for name in FRONTIER_NO_AMX),
     ]
 
 
 # the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
 FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
 FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
+# the same recipe at smaller budgets on a CPU without AMX (slower per step than the Xeon above)
+FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
+NO_AMX_README = FRONTIER_NO_AMX[1]
 
 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
@@ -282,7 +288,7 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     then --recite) as one summary row, the seeds' numbers side by side."""
     runs = [next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == name) for name in names]
     sources = [_recitation_source(results, run) for run in runs]
-    hardware = short_hardware(results["cpu_fp32_mixed_frontier"]["hardware"])
+    hardware = short_hardware(sources[0].get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]))
     rates = sorted({lr(run["learning_rate"]) for run in runs})
     minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
                for source, run in zip(sources, runs, strict=True)]
