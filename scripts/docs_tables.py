@@ -728,11 +728,11 @@ def timings(results: Results) -> str:
     pre = faithful(results)["pretraining"]
     h100 = [s["loop_seconds"] for v in pre.values() for s in v.values()]
     demos = []
-    for stem in ("demo_cpu_no_amx", "demo_cpu"):
+    for stem, shown in (("demo_cpu_no_amx", "README"), ("demo_cpu", "[below](#make-demo-on-the-amx-xeon)")):
         wall = [w["demo_seconds"] for w in results[stem]["worlds"].values()]
-        demos.append(["`make demo`", "synthetic world, tiny model, rope", f"{short_hardware(results[stem]['hardware'])}"
-                      ", fp32", f"{min(wall)}–{max(wall)} s ({len(wall)} world seeds)", "README" if stem ==
-                      "demo_cpu_no_amx" else "[below](#make-demo-on-the-amx-xeon)"])
+        demos.append(["`make demo`", "synthetic world, tiny model, rope",
+                      f"{short_hardware(results[stem]['hardware'])}, fp32",
+                      f"{min(wall)}–{max(wall)} s ({len(wall)} world seeds)", shown])
     return table(["run", "what", "hardware", "wall time", "dev"], [
         *demos,
         ["`make reproduce RECIPE=light`", "reference model, 10 epochs per stage: London, no pretraining, learned, "
