@@ -272,6 +272,8 @@ def headline_rows(results: Results) -> list[dict]:
         *(dict(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                                "uncorrupted-documents-recitation-rows-in-pretraining"), readme=name == NO_AMX_README)
           for name in FRONTIER_NO_AMX),
+        dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
+                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
     ]
 
 
@@ -281,6 +283,8 @@ FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 15
 # the same recipe at smaller budgets on a CPU without AMX (slower per step than the Xeon above)
 FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
 NO_AMX_README = FRONTIER_NO_AMX[1]
+# ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)
+FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX"]
 
 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
@@ -295,7 +299,7 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     row = {"variant": f"{sources[0].get('position', 'rope')}, 4 layers × 128 dims",
            "recipe": f"{recipe} ({sources[0]['epochs']:.0f} epochs), then **`--recite True`** (lr "
                      f"{', '.join(rates)}, chosen on held-out)",
-           "hardware": f"{hardware}, fp32", "how": how}
+           "hardware": f"{hardware}, {sources[0].get('mixed_precision', 'fp32')}", "how": how}
     if len(runs) == 1:
         return {**row, "wall": f"{minutes[0][0]:.1f} + {minutes[0][1]:.1f} min",
                 "dev": f"{score(runs[0]['dev'])}, seed {sources[0].get('seed', 0)}"}
@@ -641,7 +645,7 @@ def mixed_frontier(results: Results) -> str:
                      f"{entry['epochs']:.0f}", f"{entry['pretrain_seconds'] / 60:.1f} min",
                      f"{entry['probe_recall']} of {entry['probe_found']}", f"**{score(plain)}**{recited}",
                      f"{plain['grounded_correct']} of {plain['grounded_predictions']}", score(entry["dev"])])
-    return table(["4 layers, 128 dims, rope, fp32: training questions in pretraining", "flags beyond "
+    return table(["4 layers, 128 dims, rope, fp32 unless named: training questions in pretraining", "flags beyond "
                   "`--mixed_qa_corpus_path`", "epochs", "pretraining", "`probe_recall.py`", "dev, not finetuned",
                   "its grounded answers right", "dev, finetuned (lr 7.5e-5)"], rows)
 
@@ -669,7 +673,7 @@ def recitation(results: Results) -> str:
                      f"{run['recitations_with_gold']} of {run['dev']['total']}",
                      f"{lr(run['learning_rate'])} ({run['rate_chosen_by']})",
                      f"{run['finetune_seconds'] / 60:.1f} min"])
-    return table(["pretrained model (4 layers, 128 dims, rope, fp32)", "pretraining",
+    return table(["pretrained model (4 layers, 128 dims, rope, fp32 unless named)", "pretraining",
                   "`probe_recall.py`", "dev, asked directly", "dev, finetuned (lr 7.5e-5)",
                   "dev, recite then answer", "recitations holding the gold place", "finetuning rate", "finetuning"],
                  rows)
@@ -792,7 +796,7 @@ def performance(results: Results) -> str:
     sub, comp = data["subnormals"]["step_s_30_step_averages"], data["torch_compile"]
     rows = []
     for name, m in bf16.items():
-        where = "AMX" if name == "amx" else "no AMX"
+        where = {"amx": "AMX", "no_amx": "no AMX, Intel Xeon", "amd_no_amx": "no AMX, AMD EPYC"}[name]
         rows.append([f"matmul 4096×256 by 256×1024, {where}",
                      " · ".join(f"{k} {v} ms" for k, v in m["matmul_ms"].items())])
         rows.append([f"reference-size step, 32 packed rows, dropout 0, {where}",

@@ -43,22 +43,28 @@ def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_lin
         render(text, Results(), "x.md")
 
 
-def test_a_run_with_its_own_hardware_is_shown_on_that_machine(tmp_path):
-    """The frontier JSON names one machine for the file; a run with its own `hardware` key ran elsewhere."""
-    from scripts.docs_tables import FRONTIER_NO_AMX, headline_rows
+def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
+    """The frontier JSON names one machine for the file, and fp32; a run with its own `hardware` key ran elsewhere,
+    one with a `mixed_precision` key in that precision."""
+    from scripts.docs_tables import FRONTIER_NO_AMX, FRONTIER_NO_AMX_BF16, headline_rows
 
-    rows = {r["recipe"]: r["hardware"] for r in headline_rows(Results())}
-    no_amx = [hw for recipe, hw in rows.items() if "(46 epochs)" in recipe or "(52 epochs)" in recipe]
-    assert no_amx == ["2 AMD EPYC cores, no AMX, fp32"] * 2
-    assert rows[next(r for r in rows if "(150 epochs)" in r)] == "2 CPU cores, AMX, fp32"
+    def no_amx_rows(results: Results) -> list[str]:
+        return [r["hardware"] for r in headline_rows(results) if "(46 epochs)" in r["recipe"]
+                or "(52 epochs)" in r["recipe"]]
+
+    assert no_amx_rows(Results()) == ["2 AMD EPYC cores, no AMX, fp32"] * 2 + ["2 AMD EPYC cores, no AMX, bf16"]
+    assert next(r["hardware"] for r in headline_rows(Results())
+                if "(150 epochs)" in r["recipe"]) == "2 CPU cores, AMX, fp32"
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     front = json.loads((RESULTS / "cpu_fp32_mixed_frontier.json").read_text())
     for run in front["runs"]:
         if run["name"] in FRONTIER_NO_AMX:
             del run["hardware"]
+        if run["name"] in FRONTIER_NO_AMX_BF16:
+            del run["mixed_precision"]
     (tmp_path / "results" / "cpu_fp32_mixed_frontier.json").write_text(json.dumps(front))
-    edited = [r for r in headline_rows(Results(tmp_path / "results")) if "(52 epochs)" in r["recipe"]]
-    assert edited[0]["hardware"] == "2 CPU cores, AMX, fp32"
+    assert no_amx_rows(Results(tmp_path / "results")) == ["2 CPU cores, AMX, fp32"] * 2 + [
+        "2 AMD EPYC cores, no AMX, fp32"]
 
 
 @pytest.mark.parametrize("stem", ["demo_cpu_no_amx", "demo_cpu"])

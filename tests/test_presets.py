@@ -113,6 +113,25 @@ def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch
         assert precision.resolve_precision("bf16") == "bf16" and precision.resolve_precision("no") == "no"
 
 
+def test_fast_bf16_without_amx_follows_a_measured_matmul_speedup(monkeypatch):
+    """avx512_bf16 is fast on some CPUs and slow on others, so 'fast' times a matmul there; it never times one
+    on a CPU with AMX (always fast) or without avx512_bf16 (bf16 emulated: always slow)."""
+    import training.precision as precision
+
+    assert precision.cpu_bf16_matmul_speedup() > 0  # the real measurement runs on this CPU
+    for amx, avx512_bf16, speedup, expected in ((True, False, None, True), (False, False, None, False),
+                                                (False, True, 2.8, True), (False, True, 0.5, False)):
+        def measure(speedup=speedup):
+            assert speedup is not None, "timed a matmul where the CPU flags already decide"
+            return speedup
+
+        monkeypatch.setattr(precision.torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx, raising=False)
+        monkeypatch.setattr(precision.torch.cpu, "_is_avx512_bf16_supported", lambda f=avx512_bf16: f,
+                            raising=False)
+        monkeypatch.setattr(precision, "cpu_bf16_matmul_speedup", measure)
+        assert precision.cpu_has_fast_bf16() is expected
+
+
 def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
     """bf16 autocast made the reference recipe diverge on an H100 (docs/results.md), so fp32 is the default."""
     import training.precision as precision

@@ -134,8 +134,9 @@ class TrainingArguments:
         default="no",
         metadata={"help": "'no' = fp32 on every device, the reference's precision (under bf16 autocast the reference "
                           "recipe diverged on an H100: docs/results.md). 'auto' = bf16 on a GPU that has it, else "
-                          "fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, or a CPU with AMX bf16 "
-                          "units), else fp32; bf16 on a CPU without AMX is slower than fp32.",
+                          "fp32. 'fast' = bf16 wherever the hardware runs it fast (such a GPU, a CPU with AMX bf16 "
+                          "units, or one whose avx512_bf16 matmuls measure at least 1.5x as fast as fp32), else "
+                          "fp32.",
                   "choices": ["auto", "fast", "no", "bf16", "fp16"]},
     )
     optim: str = field(
