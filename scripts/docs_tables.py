@@ -284,7 +284,8 @@ FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 15
 FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
 NO_AMX_README = FRONTIER_NO_AMX[1]
 # ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)
-FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX"]
+FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX",
+                        "… 52 epochs in bf16 on the AMD EPYC, seed 1", "… 52 epochs in bf16 on the AMD EPYC, seed 2"]
 
 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
