@@ -15,8 +15,8 @@ logger = logging.get_logger(__name__)
 
 
 # bf16 is taken without AMX only where a bf16 matmul is at least this much faster than fp32: a ratio that makes a
-# training step clearly faster (AMD EPYC, Zen 4: matmul 2.8x, step 1.6-1.8x; an Intel VM with avx512_bf16 but no
-# AMX: matmul 0.5x, step 0.7x). results/performance_cpu.json, "bf16_vs_fp32".
+# training step clearly faster (the AMD EPYC VM: matmul 2.8x, a reference-size step 1.8x, the CPU frontier's steps
+# 1.3-1.5x; the Intel VM with avx512_bf16 but no AMX: matmul 0.5x, step 0.7x). results/performance_cpu.json.
 FAST_BF16_MATMUL_SPEEDUP = 1.5
 
 
