@@ -20,7 +20,7 @@ import time
 import torch
 
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, packed_causal_mask
-from training.precision import cpu_bf16_matmul_speedup, cpu_has_fast_bf16
+from training.precision import cpu_has_amx, cpu_has_fast_bf16
 
 
 def median_seconds(fn, steps: int) -> float:
@@ -46,9 +46,8 @@ def main() -> None:
     torch.set_num_threads(opts.threads)
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
-    amx = bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    print(f"AMX bf16: {amx}, bf16/fp32 matmul speed {cpu_bf16_matmul_speedup():.1f}x, --mixed_precision fast takes "
-          f"{'bf16' if cpu_has_fast_bf16() else 'fp32'}; {opts.threads} threads, torch {torch.__version__}")
+    print(f"AMX bf16: {cpu_has_amx()}, --mixed_precision fast takes {'bf16' if cpu_has_fast_bf16() else 'fp32'}; "
+          f"{opts.threads} threads, torch {torch.__version__}")
     for dtype in (torch.float32, torch.bfloat16):
         a, b = torch.randn(4096, 256, dtype=dtype), torch.randn(256, 1024, dtype=dtype)
         print(f"matmul {str(dtype):<15} {median_seconds(lambda a=a, b=b: a @ b, 20) * 1e3:7.2f} ms")

@@ -37,11 +37,16 @@ def cpu_bf16_matmul_speedup() -> float:
     return times[torch.float32] / times[torch.bfloat16]
 
 
+def cpu_has_amx() -> bool:
+    """Whether this CPU has AMX bf16 tiles (torch's private probe; False on a torch without it)."""
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe()) if probe is not None else False
+
+
 def cpu_has_fast_bf16() -> bool:
     """True where bf16 training beats fp32 on this CPU: AMX bf16 tiles (matmuls ~10x faster,
     benchmarks/bench_bf16.py), or avx512_bf16 whose matmuls measure FAST_BF16_MATMUL_SPEEDUP faster than fp32."""
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    if amx is not None and amx():
+    if cpu_has_amx():
         return True
     avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
     if avx512_bf16 is None or not avx512_bf16():
