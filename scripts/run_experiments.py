@@ -1,8 +1,10 @@
 """Run the assignment's experiments end to end and tabulate them: the engine behind `make demo` and `make reproduce`.
 
 For each position variant: pretrain -> finetune -> evaluate on dev (and write test predictions), plus finetuning
-from scratch and the London baseline. Each stage is a real `accelerate launch` of the scripts, so what this
-measures is what a user runs. Writes `results.json` and `results.md` into --out_dir.
+from scratch and the London baseline. Each training stage runs the user's script as its own process (one process
+needs no launcher: `python SCRIPT` with the threads `accelerate launch --num_cpu_threads_per_process` would set),
+so what this measures is what a user runs; evaluations run `evaluate_birthplace.main` in this process, each with its
+own log (seconds of imports saved per evaluation). Writes `results.json` and `results.md` into --out_dir.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 
 import torch
 
+import evaluate_birthplace
 from evaluation.records import file_lines
-from training.cli import UsageError, check_flags
+from training.cli import UsageError, check_flags, run_logged
 from training.files import atomic_write_json, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,20 +78,27 @@ def run(cmd: list[str], log_path: Path) -> float:
     with open(log_path, "w") as log:
         proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        lines = log_path.read_text(errors="replace").splitlines()
-        # The scripts report bad input as one `error: ...` line; pass that on as it is, not the launcher's traceback.
-        reported = [line for line in lines if line.startswith("error: ")]
-        if reported:
-            sys.exit(f"{reported[-1]} (log: {log_path})")
-        sys.exit(f"stage failed ({proc.returncode}): {' '.join(cmd)}\n  log: {log_path}\n" + "\n".join(lines[-15:]))
+    check_stage(proc.returncode, shlex.join(cmd), log_path)
     return seconds
 
 
+def check_stage(status: int, what: str, log_path: Path) -> None:
+    """A failed stage ends the run: the scripts report bad input as one `error: ...` line, passed on as it is (not
+    the stage's traceback); anything else with the log's last lines."""
+    if status == 0:
+        return
+    lines = log_path.read_text(errors="replace").splitlines()
+    reported = [line for line in lines if line.startswith("error: ")]
+    if reported:
+        sys.exit(f"{reported[-1]} (log: {log_path})")
+    sys.exit(f"stage failed ({status}): {what}\n  log: {log_path}\n" + "\n".join(lines[-15:]))
+
+
 def launch(script: str, args: list[str], threads: int) -> list[str]:
-    accelerate = str(Path(sys.executable).parent / "accelerate")
-    return [accelerate, "launch", "--config_file", str(ROOT / "accelerate_config.yaml"),
-            "--num_cpu_threads_per_process", str(threads), str(ROOT / script), *args]
+    """One training process, started as a user would start it on one device, with `threads` CPU threads (the
+    OMP_NUM_THREADS that `accelerate launch --num_cpu_threads_per_process` sets; a single process needs nothing else
+    from the launcher, whose own start-up took 3 s a stage)."""
+    return ["env", f"OMP_NUM_THREADS={threads}", sys.executable, str(ROOT / script), *args]
 
 
 def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, seed: int, flags: list[str],
@@ -102,16 +112,18 @@ def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, s
 
 def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False,
              wiki: Path | None = None) -> dict:
-    """Run evaluate_birthplace.py; its scores come back through --results_path (JSON), not from its log. `wiki`:
-    the wiki.txt its records are grounded in, where the TSV is not beside it (a held-out split)."""
-    cmd = [sys.executable, str(ROOT / "evaluate_birthplace.py"), "--eval_corpus_path", str(tsv),
-           "--outputs_path", str(predictions)]
-    cmd += ["--wiki_path", str(wiki)] if wiki else []
-    cmd += ["--baseline", "london"] if baseline else ["--model_name_or_path", str(model_dir)]
+    """evaluate_birthplace.py, in this process; its scores come back through --results_path (JSON), not from its
+    log. `wiki`: the wiki.txt its records are grounded in, where the TSV is not beside it (a held-out split)."""
+    argv = ["--eval_corpus_path", str(tsv), "--outputs_path", str(predictions)]
+    argv += ["--wiki_path", str(wiki)] if wiki else []
+    argv += ["--baseline", "london"] if baseline else ["--model_name_or_path", str(model_dir)]
     scores_path = predictions.with_name(predictions.name + ".json")
     scores_path.unlink(missing_ok=True)
-    cmd += ["--results_path", str(scores_path)]
-    seconds = run(cmd, log)
+    argv += ["--results_path", str(scores_path)]
+    start = time.perf_counter()
+    status = run_logged(evaluate_birthplace.main, argv, log)
+    seconds = time.perf_counter() - start
+    check_stage(status, shlex.join(["python", "evaluate_birthplace.py", *argv]), log)
     result = {"seconds": round(seconds, 1), "predictions": str(predictions)}
     if scores_path.exists():  # written only when the TSV has gold answers
         scores = json.loads(scores_path.read_text())

@@ -304,6 +304,14 @@ def test_bad_input_reaches_the_user_as_its_one_line(tmp_path, monkeypatch):
     assert str(err.value) == f"error: x.tsv:3: empty answer (log: {tmp_path / 'stage.log'})"
     with pytest.raises(SystemExit, match=r"stage failed \(2\)"):
         experiments.run([sys.executable, "-c", "import sys; sys.exit(2)"], tmp_path / "other.log")
+    # So is an evaluation's, run in this process: the line, its log, and no predictions written.
+    dev = tmp_path / "birth_dev.tsv"
+    dev.write_text("Where was A born?\tParis\nWhere was B born?\tRome\tthird field\n")
+    with pytest.raises(SystemExit) as err:
+        experiments.evaluate(None, dev, tmp_path / "dev.predictions", tmp_path / "eval.log", baseline=True)
+    assert str(err.value) == (f"error: {dev}:2: expected exactly one tab (question<TAB>answer), found 2 "
+                              f"(log: {tmp_path / 'eval.log'})")
+    assert not (tmp_path / "dev.predictions").exists()
 
 
 def test_a_flag_a_later_stage_rejects_stops_the_run_before_the_first_stage(tmp_path):

@@ -352,3 +352,38 @@ def test_name_windows_is_checked_in_one_line(flags, expected, world, tmp_path, c
     assert run_cli(train_pretrain.main, argv) == 1
     assert _error_line(capsys) == "error: " + expected
     assert not out.exists()
+
+
+def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_was(tmp_path, capsys):
+    """run_logged (run_experiments.py's evaluations): prints, progress bars, our log records and
+    transformers' all land in the stage's log, not on the console; a user error is the log's `error:` line and
+    status 1; the console's logging is the same afterwards, so the next stage's log gets only its own lines."""
+    import logging as std_logging
+
+    from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
+    from training import UsageError, run_logged
+
+    root = std_logging.getLogger()
+    before = (list(root.handlers), root.level, hf_logging.get_verbosity())
+
+    def stage(argv):
+        print("printed", argv[0])
+        std_logging.getLogger("training.loop").info("our record")
+        hf_logging.get_logger("transformers.modeling_utils").info("library record")
+        for _ in tqdm(range(2), desc="progress"):
+            pass
+        raise UsageError(f"{argv[0]}:3: bad row")
+
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    assert run_logged(stage, ["dev.tsv"], first) == 1
+    log = first.read_text()
+    for line in ("printed dev.tsv", "INFO training.loop: our record",
+                 "INFO transformers.modeling_utils: library record", "progress"):
+        assert line in log, line
+    assert log.splitlines()[-1] == "error: dev.tsv:3: bad row"
+    assert capsys.readouterr() == ("", "")
+    assert (list(root.handlers), root.level, hf_logging.get_verbosity()) == before
+    assert run_logged(lambda argv: print("second stage"), [], second) == 0
+    assert second.read_text() == "second stage\n" and first.read_text() == log

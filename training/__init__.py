@@ -9,7 +9,7 @@ tests/test_imports.py checks it.
 from .arguments import ModelArguments, TrainingArguments, build_model_config
 from .batching import collate_for
 from .checkpoints import find_latest_checkpoint
-from .cli import parse_args, run_cli
+from .cli import parse_args, run_cli, run_logged
 from .errors import TrainingDivergedError, UsageError
 from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
 from .loop import build_optimizer, make_accelerator, train
@@ -49,5 +49,6 @@ __all__ = [
     "resolve_precision",
     "run_card",
     "run_cli",
+    "run_logged",
     "train",
 ]

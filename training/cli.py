@@ -8,6 +8,7 @@ import json
 import logging as std_logging
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from modeling_chargpt import UnknownCharacterError
 
 from .errors import TrainingDivergedError, UsageError
 from .presets import resolve
+
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 # Errors that are the user's input, not our bug: they get one line, not a traceback.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
@@ -85,13 +88,43 @@ def check_flags(parser: HfArgumentParser, argv: Sequence[str], stage: str | None
 
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
     """Run a script's `main` with logging set up; the user's errors end as one `error:` line and exit status 1."""
-    std_logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=std_logging.INFO)
+    std_logging.basicConfig(format=LOG_FORMAT, level=std_logging.INFO)
     logging.set_verbosity_info()
+    try:
+        return _exit_status(main, argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _exit_status(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None) -> int:
     try:
         return int(main(argv) or 0)
     except EXPECTED_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+
+
+def run_logged(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str], log_path: str | Path) -> int:
+    """`run_cli` in this process, with everything the script writes (prints, warnings, progress bars, log records) in
+    `log_path` instead of on the console, as if it had run as its own process: a driver's short stages skip the
+    seconds a new interpreter spends importing torch and transformers. The exit status is `run_cli`'s (Ctrl-C stops
+    the driver too)."""
+    root, library = std_logging.getLogger(), logging.get_verbosity()
+    level = root.level
+    with open(log_path, "w", encoding="utf-8") as log, redirect_stdout(log), redirect_stderr(log):
+        handler = std_logging.StreamHandler(log)
+        handler.setFormatter(std_logging.Formatter(LOG_FORMAT))
+        root.addHandler(handler)
+        root.setLevel(std_logging.INFO)
+        logging.disable_default_handler()  # transformers' own records: its handler holds the console's stderr
+        logging.add_handler(handler)
+        logging.set_verbosity_info()
+        try:
+            return _exit_status(main, argv)
+        finally:
+            logging.remove_handler(handler)
+            logging.enable_default_handler()
+            logging.set_verbosity(library)
+            root.removeHandler(handler)
+            root.setLevel(level)
