@@ -123,6 +123,8 @@ def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, ba
     start = time.perf_counter()
     status = run_logged(evaluate_birthplace.main, argv, log)
     seconds = time.perf_counter() - start
+    if cuda_available():
+        torch.cuda.empty_cache()  # the model is gone; give its blocks back to the training processes that follow
     check_stage(status, shlex.join(["python", "evaluate_birthplace.py", *argv]), log)
     result = {"seconds": round(seconds, 1), "predictions": str(predictions)}
     if scores_path.exists():  # written only when the TSV has gold answers
