@@ -274,6 +274,8 @@ def headline_rows(results: Results) -> list[dict]:
           for name in FRONTIER_NO_AMX),
         dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        _recitation_row(results, FRONTIER_NO_AMX_BF16_LEARNED, "uncorrupted documents + recitation rows in pretraining",
+                        "uncorrupted-documents-recitation-rows-in-pretraining"),
     ]
 
 
@@ -286,6 +288,9 @@ NO_AMX_README = FRONTIER_NO_AMX[1]
 # ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)
 FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX",
                         "… 52 epochs in bf16 on the AMD EPYC, seed 1", "… 52 epochs in bf16 on the AMD EPYC, seed 2"]
+FRONTIER_NO_AMX_BF16_LEARNED = ["… 52 epochs in bf16 on the AMD EPYC, learned positions",
+                                "… 52 epochs in bf16 on the AMD EPYC, learned positions, seed 1",
+                                "… 52 epochs in bf16 on the AMD EPYC, learned positions, seed 2"]
 
 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
