@@ -304,6 +304,12 @@ def test_bad_input_reaches_the_user_as_its_one_line(tmp_path, monkeypatch):
     assert str(err.value) == f"error: x.tsv:3: empty answer (log: {tmp_path / 'stage.log'})"
     with pytest.raises(SystemExit, match=r"stage failed \(2\)"):
         experiments.run([sys.executable, "-c", "import sys; sys.exit(2)"], tmp_path / "other.log")
+    # A training stage starts without accelerate launch, with the threads --threads asks for (torch reads them).
+    probe = tmp_path / "threads.py"
+    probe.write_text("import torch; print('threads', torch.get_num_threads())\n")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the stage's own setting wins over the driver's environment
+    experiments.run(experiments.launch(str(probe), [], 1), tmp_path / "threads.log")
+    assert (tmp_path / "threads.log").read_text() == "threads 1\n"
     # So is an evaluation's, run in this process: the line, its log, and no predictions written.
     dev = tmp_path / "birth_dev.tsv"
     dev.write_text("Where was A born?\tParis\nWhere was B born?\tRome\tthird field\n")
