@@ -27,10 +27,13 @@
 # --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions and logs), session.log
 # `recite_lm` (another call; issue 21's lead recipe at the reference size, the CPU frontier's on 2 cores): the
-# held-out split of the training questions; rope pretraining on the fast path, LM_EPOCHS epochs of uncorrupted
-# documents with the other 1,600 questions as recitation rows; the --recite rate chosen on the 400 held-out, the
-# final finetuning, dev and test; the held-out model's abstention threshold (issue 24)  -> recite_lm_results.json,
-# recite_lm_selection.json, recite_lm_pretrain.log, recite_lm_abstention.json, recite_lm_coverage_accuracy.png
+# held-out split of the training questions; LM_VARIANT (rope or learned) pretraining on the fast path, LM_EPOCHS
+# epochs of uncorrupted documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several,
+# e.g. LM_SEEDS=0,1,2: one --seeds process trains them together); then for each seed the --recite rate chosen on the
+# 400 held-out, the final finetuning, dev and test, and the held-out model's abstention threshold (issue 24)
+#   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's
+#      selection, abstention, predictions and logs), recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the
+#      first seed's)
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -56,13 +59,25 @@ RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/faithful/rope-
         --out_dir "$WORK/recite" --learning_rates 7.5e-5,1.5e-4,3e-4,6e-4 --final --extra "--recite True $FULL_EXTRA")
 
 LM_EPOCHS=${LM_EPOCHS:-300}  # uncorrupted rows are about twice span corruption's tokens: ~650 epochs' time
+LM_VARIANT=${LM_VARIANT:-rope}  # rope or learned
+LM_SEEDS=${LM_SEEDS:-0}  # comma-separated; several pretrain together in one --seeds process (the fast path)
+LM_PRETRAIN_EXTRA=${LM_PRETRAIN_EXTRA:-}  # more pretraining flags, e.g. a shape (--n_embd 128: the CPU frontier's)
 SPLIT=(scripts/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
-RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference --variants rope
-           --seeds 0 --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS" --extra "$FULL_EXTRA"
-           --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv")
-RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/recite-lm/rope-causal-seed0-pretrain"
-                  --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --learning_rates 7.5e-5,1.5e-4,3e-4 --final
-                  --keep_models --extra "--recite True $FULL_EXTRA")
+RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
+           --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
+           --extra "$FULL_EXTRA"
+           --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA")
+
+lm_pretrained() {  # seed $1's pretrained model: where scripts/run_experiments.py puts it alone or among --seeds
+  if [[ $LM_SEEDS == *,* ]]; then echo "$WORK/recite-lm/$LM_VARIANT-causal-seeds-pretrain/seed-$1"
+  else echo "$WORK/recite-lm/$LM_VARIANT-causal-seed$1-pretrain"; fi
+}
+lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held-out questions (the same split_seed)
+  RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
+                    --out_dir "$WORK/recite-lm-sel/$LM_VARIANT-seed$1" --seed "$1" --learning_rates 7.5e-5,1.5e-4,3e-4
+                    --final --keep_models --extra "--recite True $FULL_EXTRA")
+}
+lm_select "${LM_SEEDS%%,*}"
 
 REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
            --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA")
@@ -156,33 +171,43 @@ recite_lm_session() {
   environment || return 1
   stage "split: $(printf '%q ' "${SPLIT[@]}")"
   "$PY" "${SPLIT[@]}" || return 1
-  stage "pretraining, $LM_EPOCHS epochs ($(left)s left): $(printf '%q ' "${RECITE_LM[@]}")"
+  stage "pretraining, $LM_VARIANT, seeds $LM_SEEDS, $LM_EPOCHS epochs ($(left)s left): $(printf '%q ' "${RECITE_LM[@]}")"
   timeout "$(left)" "$PY" "${RECITE_LM[@]}" || echo "the run ended with status $? (what finished is copied)"
-  if [ -f "$WORK/recite-lm/rope-causal-seed0-pretrain/config.json" ]; then
-    stage "recite, then answer ($(left)s left): $(printf '%q ' "${RECITE_LM_SELECT[@]}")"
+  local seed sel tag first=${LM_SEEDS%%,*}
+  for seed in ${LM_SEEDS//,/ }; do
+    lm_select "$seed"
+    [ -f "$(lm_pretrained "$seed")/config.json" ] || continue
+    stage "recite, then answer, seed $seed ($(left)s left): $(printf '%q ' "${RECITE_LM_SELECT[@]}")"
     timeout "$(left)" "$PY" "${RECITE_LM_SELECT[@]}" || echo "the selection ended with status $?"
-  fi
-  # issue 24: the model that never saw the 400 held-out questions (chosen rate) answers dev too; the abstention
-  # threshold for 80% precision is chosen on the 400 and applied to dev (docs/confidence.md)
-  local sel=$WORK/recite-lm-sel tag
-  tag=$("$PY" -c 'import json, sys; print("lr%g" % float(json.load(open(sys.argv[1]))["chosen_learning_rate"]))' \
-        "$sel/selection.json" 2>/dev/null)
-  if [ -n "$tag" ] && [ -f "$sel/$tag-finetune/config.json" ]; then
-    stage "confidence of the held-out model $tag ($(left)s left)"
-    timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$tag-finetune" \
-      --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" \
-      && "$PY" scripts/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
-         --target_precision 0.8 --out_dir "$sel/abstention" || echo "the confidence stage ended with status $?"
-  fi
+    # issue 24: the model that never saw the 400 held-out questions (chosen rate) answers dev too; the abstention
+    # threshold for 80% precision is chosen on the 400 and applied to dev (docs/confidence.md)
+    sel=$WORK/recite-lm-sel/$LM_VARIANT-seed$seed
+    tag=$("$PY" -c 'import json, sys; print("lr%g" % float(json.load(open(sys.argv[1]))["chosen_learning_rate"]))' \
+          "$sel/selection.json" 2>/dev/null)
+    if [ -n "$tag" ] && [ -f "$sel/$tag-finetune/config.json" ]; then
+      stage "confidence of seed $seed's held-out model $tag ($(left)s left)"
+      timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$tag-finetune" \
+        --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" \
+        && "$PY" scripts/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
+           --target_precision 0.8 --out_dir "$sel/abstention" || echo "the confidence stage ended with status $?"
+    fi
+  done
   stage "collect"
+  "$PY" -c '
+import json, pathlib, sys
+found = {p.parent.name: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*-seed*/selection.json"))}
+pathlib.Path(sys.argv[2]).write_text(json.dumps(found, indent=1) + "\n")
+' "$WORK/recite-lm-sel" "$OUT/recite_lm_selection.json" || echo "no selection to collect"
   local pair
   for pair in "$WORK/recite-lm/results.json:recite_lm_results.json" \
-              "$WORK/recite-lm-sel/selection.json:recite_lm_selection.json" \
-              "$WORK/recite-lm-sel/abstention/abstention.json:recite_lm_abstention.json" \
-              "$WORK/recite-lm-sel/abstention/coverage_accuracy.png:recite_lm_coverage_accuracy.png" \
-              "$WORK/recite-lm/rope-causal-seed0-pretrain.log:recite_lm_pretrain.log"; do
+              "$WORK/recite-lm-sel/$LM_VARIANT-seed$first/abstention/coverage_accuracy.png:recite_lm_coverage_accuracy.png" \
+              "$(dirname "$(lm_pretrained "$first")").log:recite_lm_pretrain.log" \
+              "$(lm_pretrained "$first").log:recite_lm_pretrain.log"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done
+  (cd "$WORK" && find recite-lm recite-lm-sel -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
+     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' \) -print0 \
+     | tar czf - --null -T -) > "$OUT/recite_lm_outputs.tar.gz"
   ls -l "$OUT"
   echo "done in ${SECONDS}s"
 }

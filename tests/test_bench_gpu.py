@@ -154,6 +154,25 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert "--objective language_modeling --mixed_qa_format recite" in opts.pretrain_extra
     assert f"--mixed_qa_corpus_path {split.out_dir}/split/train.tsv" in opts.pretrain_extra
     chosen = select.parse_args(lm_select_cmd[2:])
-    assert chosen.out_dir == split.out_dir and chosen.final and "--recite True" in chosen.extra
+    assert chosen.out_dir.startswith(f"{split.out_dir}/") and chosen.final and "--recite True" in chosen.extra
+    assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)  # the split pretraining left out
     assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
     assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"
+
+
+def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_together(tmp_path):
+    """LM_VARIANT=learned LM_SEEDS=0,1,2: one --seeds pretraining on the fast path; each seed's rate is then chosen
+    from the folder run_experiments.py gives that seed's member, on the same held-out split, with its own seed."""
+    env = {"LM_VARIANT": "learned", "LM_SEEDS": "0,1,2", "LM_PRETRAIN_EXTRA": "--n_embd 128"}
+    *_, split_cmd, lm_cmd, lm_select_cmd = session_commands({"OUT": str(tmp_path / "out"), **env})
+    experiments = load("scripts/run_experiments.py")
+    opts = experiments.build_parser().parse_args(lm_cmd[2:])
+    experiments.check_all_stage_flags(opts)
+    assert (opts.variants, opts.seeds) == ("learned", "0,1,2") and experiments.seeds_together(opts)
+    assert opts.pretrain_extra.endswith("--n_embd 128")
+    select = load("scripts/select_finetune_lr.py").build_parser()
+    split, chosen = select.parse_args(split_cmd[2:]), select.parse_args(lm_select_cmd[2:])
+    # pretrain_together's folder for seed 0 of variant learned (OUT/NAME-pretrain/seed-S, NAME = learned-causal-seeds)
+    assert chosen.model_name_or_path == f"{opts.out_dir}/learned-causal-seeds-pretrain/seed-0"
+    assert chosen.seed == 0 and chosen.out_dir == f"{split.out_dir}/learned-seed0"
+    assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)
