@@ -68,9 +68,12 @@ RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite
            --extra "$FULL_EXTRA"
            --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA")
 
-lm_pretrained() {  # seed $1's pretrained model: where scripts/run_experiments.py puts it alone or among --seeds
-  if [[ $LM_SEEDS == *,* ]]; then echo "$WORK/recite-lm/$LM_VARIANT-causal-seeds-pretrain/seed-$1"
+lm_pretraining() {  # seed $1's pretraining run, as scripts/run_experiments.py names it alone or among --seeds
+  if [[ $LM_SEEDS == *,* ]]; then echo "$WORK/recite-lm/$LM_VARIANT-causal-seeds-pretrain"
   else echo "$WORK/recite-lm/$LM_VARIANT-causal-seed$1-pretrain"; fi
+}
+lm_pretrained() {  # seed $1's pretrained model: the run's folder, or its member's within it
+  if [[ $LM_SEEDS == *,* ]]; then echo "$(lm_pretraining "$1")/seed-$1"; else lm_pretraining "$1"; fi
 }
 lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held-out questions (the same split_seed)
   RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
@@ -201,8 +204,7 @@ pathlib.Path(sys.argv[2]).write_text(json.dumps(found, indent=1) + "\n")
   local pair
   for pair in "$WORK/recite-lm/results.json:recite_lm_results.json" \
               "$WORK/recite-lm-sel/$LM_VARIANT-seed$first/abstention/coverage_accuracy.png:recite_lm_coverage_accuracy.png" \
-              "$(dirname "$(lm_pretrained "$first")").log:recite_lm_pretrain.log" \
-              "$(lm_pretrained "$first").log:recite_lm_pretrain.log"; do
+              "$(lm_pretraining "$first").log:recite_lm_pretrain.log"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done
   (cd "$WORK" && find recite-lm recite-lm-sel -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
