@@ -3,7 +3,7 @@ DATA ?= ../shared/data
 RECIPE ?= reference
 OUT ?= out/$(RECIPE)
 
-.PHONY: demo test reproduce lint
+.PHONY: demo test reproduce recite lint
 
 demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
 	bash scripts/demo.sh
@@ -14,6 +14,10 @@ test:            ## what CI runs: fresh venv, install, ruff, pytest
 reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off]
 	. .venv/bin/activate && python scripts/run_experiments.py --data_dir $(DATA) --out_dir $(OUT) \
 		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto)
+
+recite:          ## the best recipe measured (docs/results.md): make recite DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150]
+	. .venv/bin/activate && python scripts/recite_recipe.py --data_dir $(DATA) --out_dir $(or $(RECITE_OUT),out/recite) \
+		--seeds $(or $(SEEDS),0) --variant $(or $(VARIANT),rope) --pretrain_epochs $(or $(EPOCHS),76)
 
 lint:
 	. .venv/bin/activate && ruff check .

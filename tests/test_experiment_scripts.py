@@ -368,3 +368,39 @@ def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch)
     assert fast[at:at + 2] == ["--device_data", "True"] and fast[:at] + fast[at + 2:] == today
     assert fast[-2:] == ["--sync_steps", "0"]  # the user's flags come last, so they override the fast path's
     assert first_launch(cuda=False, mode="on") == fast
+
+
+def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path):
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
+    out = tmp_path / "recite"
+    cmd = [sys.executable, "scripts/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
+           "0,1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
+           "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
+    planned = run_ok([*cmd, "--dry_run"]).splitlines()
+    assert [line.split()[1] for line in planned] == ["scripts/select_finetune_lr.py", "scripts/run_experiments.py",
+                                                     "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py"]
+    assert not out.exists(), "--dry_run runs nothing"
+    printed = run_ok(cmd)
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["steps"] == planned
+    assert [r["seed"] for r in summary["seeds"]] == [0, 1] and "dev, recite then answer" in printed
+    dev = [r["dev"] for r in summary["seeds"]]
+    assert summary["dev_mean"] == round(sum(dev) / 2, 1) and summary["dev_std"] is not None
+    # Pretraining saw the documents uncorrupted and the 30 training questions outside the 10 held out as recitation
+    # rows; each seed's rate was chosen on those same 10 (the same split), then it answered dev and test reciting.
+    held = (out / "split" / "split" / "holdout.tsv").read_text()
+    for row in summary["seeds"]:
+        card = (out / "pretrain" / f"rope-causal-seed{row['seed']}-pretrain" / "README.md").read_text()
+        assert "| mixed_name_prompts | 30 |" in card and "| objective | language_modeling |" in card
+        assert "| mixed_qa_format | recite |" in card
+        assert (out / "select" / f"seed{row['seed']}" / "split" / "holdout.tsv").read_text() == held
+        assert row["dev_total"] == 20 and row["learning_rate"] == 1e-3
+        records = Path(row["dev_predictions"] + ".records.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in records]
+        assert len(records) == 20 and all(r["recitation"] is not None for r in records)
+        assert Path(row["test_predictions"]).read_text().count("\n") == 20
+    for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--data_dir", str(tmp_path)], "wiki.txt is missing")):
+        proc = subprocess.run([*cmd, *bad], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr

@@ -98,6 +98,8 @@ def check_command(command: str) -> None:
         load(script).check_all_stage_flags(opts)
     elif name == "select_finetune_lr.py":
         load(script).extra_flags(opts.extra)
+    elif name == "recite_recipe.py":
+        load(script).check(opts)
     elif name == "bench_gpu.py":
         load(script).chosen_variants(opts)
 
@@ -132,6 +134,7 @@ def test_a_readme_command_parses(command):
     "python scripts/select_finetune_lr.py --model_name_or_path m --data_dir ../shared/data --out_dir o "
     "--extra '--learning_rte 1e-4'",
     "python scripts/probe_recall.py",
+    "python scripts/recite_recipe.py --data_dir ../shared/data --pretrain_extra '--n_lyer 2'",
     "python benchmarks/bench_gpu.py --data_dir ../shared/data --variants today,fast_compield",
     "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tssv --baseline london",
 ])

@@ -1,0 +1,173 @@
+"""The best recipe measured on the real data, in one command (`make recite`): uncorrupted documents with the training
+questions as recitation rows in pretraining, then finetuning that recites before it answers, at a rate chosen on
+held-out training questions. Defaults: the CPU frontier of docs/results.md (rope, 4 layers x 128 dims, 76 epochs,
+`--preset cpu-fast` in fp32), whose three seeds answered about half of dev.
+
+It runs the documented commands (docs/reproduce.md, "Uncorrupted documents, recitation rows in pretraining"), so a
+run reproduces those rows one for one:
+  1. select_finetune_lr.py --split_only: --holdout training questions set aside, never seen in pretraining;
+  2. run_experiments.py: each seed pretrained on wiki.txt uncorrupted plus the other training questions as recitation
+     rows (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
+  3. select_finetune_lr.py --final per seed: the `--recite True` rate chosen on the held-out questions, then the
+     finetuning on all training questions, dev and test predictions.
+Writes OUT/results.json (every seed and the mean) and prints a table; `--dry_run` prints the commands only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from run_experiments import check_stage_flags
+
+from training.files import atomic_write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+PRETRAINING = "--objective language_modeling --mixed_qa_format recite"  # what makes it this recipe
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the three TSVs.")
+    parser.add_argument("--out_dir", default="out/recite")
+    parser.add_argument("--variant", default="rope", choices=["rope", "learned"], help="Position embeddings.")
+    parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
+    parser.add_argument("--pretrain_epochs", type=int, default=76)
+    parser.add_argument("--n_embd", type=int, default=128, help="Model width (the reference size is 256).")
+    parser.add_argument("--preset", default="cpu-fast", help="train_*.py --preset for both stages.")
+    parser.add_argument("--mixed_precision", default="no", help="Both stages' --mixed_precision (no = fp32).")
+    parser.add_argument("--learning_rates", default="7.5e-5,1.5e-4,3e-4", help="Finetuning rates to choose from.")
+    parser.add_argument("--holdout", type=int, default=400, help="Training questions held out to choose the rate.")
+    parser.add_argument("--extra", default="", help="More flags for both training scripts (quoted).")
+    parser.add_argument("--pretrain_extra", default="", help="More flags for train_pretrain.py only (quoted).")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
+    return parser
+
+
+def seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or len(set(seeds)) != len(seeds):
+        sys.exit(f"error: --seeds {text!r}: expected distinct comma-separated integers, e.g. 0,1,2")
+    return seeds
+
+
+def paths(opts: argparse.Namespace) -> dict[str, Path]:
+    out = Path(opts.out_dir)
+    return {"split": out / "split", "pretrain": out / "pretrain", "select": out / "select"}
+
+
+def pretrained_model(opts: argparse.Namespace, seed: int) -> Path:
+    """Seed `seed`'s model as run_experiments.py saves it: alone, or as a member of one --seeds run (GPU fast path)."""
+    run = paths(opts)["pretrain"]
+    together = run / f"{opts.variant}-causal-seeds-pretrain" / f"seed-{seed}"
+    return together if together.is_dir() else run / f"{opts.variant}-causal-seed{seed}-pretrain"
+
+
+def stage_flags(opts: argparse.Namespace) -> tuple[str, str]:
+    """(flags of both training scripts, flags of pretraining alone), as the steps pass them."""
+    both = f"--preset {opts.preset} --mixed_precision {opts.mixed_precision} {opts.extra}".strip()
+    split = paths(opts)["split"] / "split" / "train.tsv"
+    return both, f"--n_embd {opts.n_embd} {PRETRAINING} --mixed_qa_corpus_path {split} {opts.pretrain_extra}".strip()
+
+
+def check(opts: argparse.Namespace) -> None:
+    """Every step's training flags checked before the first step runs: a typo fails in a second, not after hours."""
+    seed_list(opts.seeds)
+    both, pretrain = stage_flags(opts)
+    try:
+        both_flags, pretrain_flags = shlex.split(both), shlex.split(pretrain)
+    except ValueError as err:
+        sys.exit(f"error: --extra / --pretrain_extra: {err}")
+    check_stage_flags("pretrain", [*both_flags, *pretrain_flags], "--extra / --pretrain_extra")
+    check_stage_flags("finetune", [*both_flags, "--recite", "True"], "--extra (it reaches both training scripts)")
+
+
+def commands(opts: argparse.Namespace) -> list[list[str]]:
+    """Split, pretraining (every seed), then each seed's rate choice and final finetuning, in order."""
+    where, seeds = paths(opts), seed_list(opts.seeds)
+    both, pretrain = stage_flags(opts)
+    py = "python"
+    cmds = [[py, "scripts/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
+             "--holdout", str(opts.holdout), "--split_only"],
+            [py, "scripts/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
+             "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
+             str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
+             "--pretrain_extra", pretrain]]
+    for seed in seeds:
+        cmds.append([py, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
+                     "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
+                     str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
+                     "--threads", str(opts.threads), "--extra", f"{both} --recite True", "--final"])
+    return cmds
+
+
+def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
+    """Every seed's pretraining time, chosen rate, held-out and dev scores (plain and reciting), and the mean."""
+    where = paths(opts)
+    plain = {row["seed"]: row for row in json.loads((where["pretrain"] / "results.json").read_text())["runs"]}
+    rows = []
+    for seed in seed_list(opts.seeds):
+        sel = json.loads((where["select"] / f"seed{seed}" / "selection.json").read_text())
+        chosen = next(p for p in sel["points"] if p["learning_rate"] == sel["chosen_learning_rate"])
+        final = sel["final"]
+        rows.append({"seed": seed, "pretrain_seconds": plain[seed]["pretrain_seconds"],
+                     "learning_rate": sel["chosen_learning_rate"], "holdout": chosen["holdout"]["accuracy"],
+                     "dev_plain_finetuning": plain[seed]["dev"]["accuracy"], "dev": final["dev"]["accuracy"],
+                     "dev_correct": final["dev"]["correct"], "dev_total": final["dev"]["total"],
+                     "selection_seconds": sel["total_seconds"],
+                     "dev_predictions": final["dev"]["predictions"],
+                     "test_predictions": final.get("test", {}).get("predictions")})
+    dev = [r["dev"] for r in rows]
+    return {"what": "scripts/recite_recipe.py: uncorrupted documents + recitation rows, then --recite True at a rate "
+                    "chosen on held-out training questions", "command": shlex.join(["python", *sys.argv]),
+            "steps": [shlex.join(c) for c in cmds], "variant": opts.variant, "n_embd": opts.n_embd,
+            "pretrain_epochs": opts.pretrain_epochs, "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),
+            "dev_std": round(statistics.stdev(dev), 1) if len(dev) > 1 else None}
+
+
+def table(summary: dict) -> str:
+    lines = ["| seed | pretraining | chosen lr | held-out | dev, plain finetuning | dev, recite then answer |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in summary["seeds"]:
+        lines.append(f"| {r['seed']} | {r['pretrain_seconds'] / 60:.1f} min | {r['learning_rate']:g} | "
+                     f"{r['holdout']:.1f}% | {r['dev_plain_finetuning']:.1f}% | {r['dev']:.1f}% "
+                     f"({r['dev_correct']}/{r['dev_total']}) |")
+    spread = f" ± {summary['dev_std']:.1f}" if summary["dev_std"] is not None else ""
+    return "\n".join(lines) + f"\n\ndev, recite then answer: {summary['dev_mean']:.1f}%{spread}"
+
+
+def main() -> None:
+    opts = build_parser().parse_args()
+    check(opts)
+    data = Path(opts.data_dir)
+    for name in ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv"):
+        if not (data / name).is_file() and not opts.dry_run:
+            sys.exit(f"error: --data_dir {data}: {name} is missing")
+    cmds = commands(opts)
+    if opts.dry_run:
+        print("\n".join(shlex.join(c) for c in cmds))
+        return
+    for i, cmd in enumerate(cmds):
+        if i >= 2:  # the pretrained folders exist only now, and name where each seed's model is
+            cmd[cmd.index("--model_name_or_path") + 1] = str(pretrained_model(opts, seed_list(opts.seeds)[i - 2]))
+        print(f"[recite {i + 1}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
+        status = subprocess.run([sys.executable, str(ROOT / cmd[1]), *cmd[2:]]).returncode
+        if status != 0:
+            sys.exit(f"error: step {i + 1} of {len(cmds)} failed (exit status {status}): {cmd[1]}")
+    summary = summarise(opts, cmds)
+    atomic_write_json(Path(opts.out_dir) / "results.json", summary)
+    print(f"\n{table(summary)}\n\nresults in {opts.out_dir}/results.json")
+
+
+if __name__ == "__main__":
+    main()
