@@ -3,14 +3,16 @@ questions as recitation rows in pretraining, then finetuning that recites before
 held-out training questions. Defaults: the CPU frontier of docs/results.md (rope, 4 layers x 128 dims, 76 epochs,
 `--preset cpu-fast` in fp32), whose three seeds answered about half of dev.
 
-It runs the documented commands (docs/reproduce.md, "Uncorrupted documents, recitation rows in pretraining"), so a
-run reproduces those rows one for one:
+It runs the commands that measured those rows, with their flags (docs/reproduce.md, "Uncorrupted documents,
+recitation rows in pretraining"):
   1. select_finetune_lr.py --split_only: --holdout training questions set aside, never seen in pretraining;
   2. run_experiments.py: each seed pretrained on wiki.txt uncorrupted plus the other training questions as recitation
      rows (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
   3. select_finetune_lr.py --final per seed: the `--recite True` rate chosen on the held-out questions, then the
      finetuning on all training questions, dev and test predictions.
-Writes OUT/results.json (every seed and the mean) and prints a table; `--dry_run` prints the commands only.
+Then probe_recall.py's probe of each pretrained model (how many dev places it continues its own wiki.txt line with:
+what it stored, beside what it answers). Writes OUT/results.json (every seed and the mean) and prints a table;
+`--dry_run` prints the commands only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from probe_recall import probe
 from run_experiments import check_stage_flags
 
 from training.files import atomic_write_json
@@ -112,7 +115,8 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
 
 
 def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
-    """Every seed's pretraining time, chosen rate, held-out and dev scores (plain and reciting), and the mean."""
+    """Every seed's pretraining time, stored places, chosen rate, held-out and dev scores (plain and reciting), and
+    the mean."""
     where = paths(opts)
     plain = {row["seed"]: row for row in json.loads((where["pretrain"] / "results.json").read_text())["runs"]}
     rows = []
@@ -120,7 +124,9 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         sel = json.loads((where["select"] / f"seed{seed}" / "selection.json").read_text())
         chosen = next(p for p in sel["points"] if p["learning_rate"] == sel["chosen_learning_rate"])
         final = sel["final"]
-        rows.append({"seed": seed, "pretrain_seconds": plain[seed]["pretrain_seconds"],
+        _, found, recalled = probe(str(pretrained_model(opts, seed)), opts.data_dir)
+        rows.append({"seed": seed, "pretrain_seconds": plain[seed]["pretrain_seconds"], "stored": recalled,
+                     "stored_of": found,
                      "learning_rate": sel["chosen_learning_rate"], "holdout": chosen["holdout"]["accuracy"],
                      "dev_plain_finetuning": plain[seed]["dev"]["accuracy"], "dev": final["dev"]["accuracy"],
                      "dev_correct": final["dev"]["correct"], "dev_total": final["dev"]["total"],
@@ -136,12 +142,12 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["| seed | pretraining | chosen lr | held-out | dev, plain finetuning | dev, recite then answer |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| seed | pretraining | dev places stored (probe) | chosen lr | held-out | dev, plain finetuning | "
+             "dev, recite then answer |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["seeds"]:
-        lines.append(f"| {r['seed']} | {r['pretrain_seconds'] / 60:.1f} min | {r['learning_rate']:g} | "
-                     f"{r['holdout']:.1f}% | {r['dev_plain_finetuning']:.1f}% | {r['dev']:.1f}% "
-                     f"({r['dev_correct']}/{r['dev_total']}) |")
+        lines.append(f"| {r['seed']} | {r['pretrain_seconds'] / 60:.1f} min | {r['stored']} of {r['stored_of']} | "
+                     f"{r['learning_rate']:g} | {r['holdout']:.1f}% | {r['dev_plain_finetuning']:.1f}% | "
+                     f"{r['dev']:.1f}% ({r['dev_correct']}/{r['dev_total']}) |")
     spread = f" ± {summary['dev_std']:.1f}" if summary["dev_std"] is not None else ""
     return "\n".join(lines) + f"\n\ndev, recite then answer: {summary['dev_mean']:.1f}%{spread}"
 

@@ -318,7 +318,8 @@ def main() -> None:
                                       [*recipe["finetune"], *extra])
         for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
-            stages = "evaluate" if seed in finetuned else "pretrain -> finetune -> evaluate"
+            stages = ("evaluate" if seed in finetuned else
+                      f"pretrain -> finetune -> evaluate (progress: {out / name}-*.log)")
             print(f"[{opts.recipe}] {name}: {stages}", flush=True)
             shape = [*variant, "--seed", str(seed), "--disable_tqdm", "True"]
             pre_dir, t_pre = together.get(seed, (out / f"{name}-pretrain", None))

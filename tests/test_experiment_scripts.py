@@ -385,6 +385,9 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     summary = json.loads((out / "results.json").read_text())
     assert summary["steps"] == planned
     assert [r["seed"] for r in summary["seeds"]] == [0, 1] and "dev, recite then answer" in printed
+    # a long stage names the log that shows its progress
+    assert f"(progress: {out / 'pretrain' / 'rope-causal-seed1'}-*.log)" in printed
+    assert "pretraining done: 2 steps" in (out / "pretrain" / "rope-causal-seed1-pretrain.log").read_text()
     dev = [r["dev"] for r in summary["seeds"]]
     assert summary["dev_mean"] == round(sum(dev) / 2, 1) and summary["dev_std"] is not None
     # Pretraining saw the documents uncorrupted and the 30 training questions outside the 10 held out as recitation
@@ -396,6 +399,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         assert "| mixed_qa_format | recite |" in card
         assert (out / "select" / f"seed{row['seed']}" / "split" / "holdout.tsv").read_text() == held
         assert row["dev_total"] == 20 and row["learning_rate"] == 1e-3
+        assert 0 <= row["stored"] <= row["stored_of"] <= 20 and f"| {row['stored']} of {row['stored_of']} |" in printed
         records = Path(row["dev_predictions"] + ".records.jsonl").read_text().splitlines()
         records = [json.loads(line) for line in records]
         assert len(records) == 20 and all(r["recitation"] is not None for r in records)
