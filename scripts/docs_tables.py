@@ -246,12 +246,10 @@ def headline_rows(results: Results) -> list[dict]:
         dict(_faithful_row(results, "learned", "**`--preset best`**: faithful pretraining, finetuning at lr 2e-4",
                            "preset_best_dev", "--preset-best"), readme=True),
         dict(_faithful_row(results, "rope", "**`--preset best`**", "preset_best_dev", "--preset-best"), readme=True),
-        dict(_cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
-                            "learned, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
-             readme=True),
-        dict(_cpu_group_row(results, "rope", "**`--preset cpu-fast --num_train_epochs 290`**",
-                            "rope, --preset cpu-fast --num_train_epochs 290", "--preset-cpu-fast-on-2-cpu-cores"),
-             readme=True),
+        _cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
+                       "learned, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
+        _cpu_group_row(results, "rope", "**`--preset cpu-fast --num_train_epochs 290`**",
+                       "rope, --preset cpu-fast --num_train_epochs 290", "--preset-cpu-fast-on-2-cpu-cores"),
         _cpu_group_row(results, "learned", "`--preset cpu-fast` (220 epochs)", "learned, --preset cpu-fast",
                        "--preset-cpu-fast-on-2-cpu-cores"),
         _cpu_group_row(results, "rope", "`--preset cpu-fast --weight_decay 0.3` (220 epochs)",
@@ -269,11 +267,10 @@ def headline_rows(results: Results) -> list[dict]:
                         "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
         dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
-        _recitation_row(results, [FRONTIER_150_LEARNED], "uncorrupted documents + recitation rows in pretraining",
-                        "uncorrupted-documents-recitation-rows-in-pretraining"),
-        *(dict(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
-                               "uncorrupted-documents-recitation-rows-in-pretraining"), readme=name == NO_AMX_README)
-          for name in FRONTIER_NO_AMX),
+        dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
+                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
+                          "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         _recitation_row(results, FRONTIER_NO_AMX_BF16_LEARNED, "uncorrupted documents + recitation rows in pretraining",
@@ -284,11 +281,10 @@ def headline_rows(results: Results) -> list[dict]:
 # the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
 FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
 FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
-# ... and with learned positions, one seed, fp32 on the AMD EPYC without AMX
-FRONTIER_150_LEARNED = "… 150 epochs on the AMD EPYC, learned positions"
+# ... and with learned positions, fp32 on AMD EPYCs without AMX (README's figure draws the same runs)
+FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions"]
 # the same recipe at smaller budgets on a CPU without AMX (slower per step than the Xeon above)
 FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
-NO_AMX_README = FRONTIER_NO_AMX[1]
 # ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)
 FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX",
                         "… 52 epochs in bf16 on the AMD EPYC, seed 1", "… 52 epochs in bf16 on the AMD EPYC, seed 2"]

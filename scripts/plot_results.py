@@ -1,9 +1,13 @@
-"""The plot a reader sees: dev accuracy against wall time for the CPU recipes a reader cites, from results/*.json.
+"""The plots a reader sees, from results/*.json.
 
-    python scripts/plot_results.py [--out docs/accuracy_vs_compute_cpu.png]
+    python scripts/plot_results.py [--out docs/accuracy_vs_compute_cpu.png] [--stored_out docs/stored_vs_answered.png]
 
-Four 3-seed recipes of `--preset cpu-fast` (mean ± std, and each seed as a dot), the baselines and the handout's
-bars. Every run, snapshot and sweep is in docs/results.md's tables; `collect_results.py --plot` draws them all.
+- accuracy_vs_compute_cpu.png: dev accuracy against wall time of four 3-seed recipes of `--preset cpu-fast` (mean ±
+  std, and each seed as a dot), the baselines and the handout's bars.
+- stored_vs_answered.png (the README's): the project's question in one picture. For each recipe, how many dev
+  birthplaces the pretrained model stored (`probe_recall.py`: it continues the person's own wiki.txt line with the
+  place) beside how many dev questions the finetuned model answers.
+Every run, snapshot and sweep is in docs/results.md's tables; `collect_results.py --plot` draws them all.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from training.files import atomic_write_bytes  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 OUT = ROOT / "docs" / "accuracy_vs_compute_cpu.png"
+STORED_OUT = ROOT / "docs" / "stored_vs_answered.png"
 # (seed group of results/accuracy_vs_compute_cpu.json, legend label, colour): the recipes docs/results.md cites.
 CITED = [
     ("rope, --preset cpu-fast --num_train_epochs 290", "rope, --num_train_epochs 290", "tab:blue"),
@@ -74,6 +79,70 @@ def plot(runs: dict, anchors: dict) -> Figure:
     return fig
 
 
+# (label, runs of results/cpu_fp32_recitation.json, one per seed) of the recitation recipe, per position scheme; the
+# same lists as scripts/docs_tables.py's summary rows (a test says so)
+RECITE_RECIPES = {
+    "rope": [("recite\n76 ep., 4×128", ["… 76 epochs, 400 questions held out of pretraining",
+                                                   "… the same, seed 1", "… the same, seed 2"]),
+             ("recite\n150 ep., 4×128", ["… 150 epochs, 400 questions held out of pretraining",
+                                                    "… 150 epochs, seed 1", "… 150 epochs, seed 2"])],
+    "learned": [("recite\n76 ep., 4×128", ["… the same, learned positions"]),
+                ("recite\n150 ep., 4×128", ["… 150 epochs on the AMD EPYC, learned positions"])],
+}
+
+
+def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, list[float], list[float]]]]:
+    """Per position scheme: (recipe, % of probed dev places stored per seed, % of dev answered per seed). The
+    faithful models (4 layers x 256, 650 span-corruption epochs on an H100) answer with the reference finetuning or
+    `--preset best`; the recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`)
+    with the rate chosen on held-out training questions."""
+    faithful = json.loads((folder / "faithful_h100.json").read_text())["three_seeds"]
+    recitation = {r["name"]: r for r in json.loads((folder / "cpu_fp32_recitation.json").read_text())["runs"]}
+    pretraining = {r["name"]: r for r in json.loads((folder / "cpu_fp32_mixed_frontier.json").read_text())["runs"]}
+    probe = faithful["probe_recall"]
+    out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
+    for variant, recipes in RECITE_RECIPES.items():
+        seeds = sorted(k for k in probe[variant] if k.isdigit())
+        stored = [100 * probe[variant][s] / probe["of"] for s in seeds]
+
+        def dev(entry: dict, seeds: list[str] = seeds) -> list[float]:
+            return [e["accuracy"] if isinstance(e, dict) else e for e in (entry[s] for s in seeds)]
+
+        rows = [("faithful\n650 ep., 4×256", stored, dev(faithful["reference_finetuning_on_cpu_dev"][variant])),
+                ("--preset best\n(same model)", stored, dev(faithful["preset_best_dev"][variant]))]
+        for label, names in recipes:
+            runs = [recitation[name] for name in names]
+            sources = [pretraining[run["pretrained_run"]] for run in runs]
+            rows.append((label, [100 * s["probe_recall"] / s["probe_found"] for s in sources],
+                         [run["dev"]["accuracy"] for run in runs]))
+        out[variant] = rows
+    return out
+
+
+def plot_stored(data: dict[str, list[tuple[str, list[float], list[float]]]]) -> Figure:
+    """Two bars per recipe, the mean over seeds with each seed as a dot: stored (light) and answered (dark)."""
+    fig, axes = plt.subplots(1, len(data), figsize=(10, 4.4), sharey=True, layout="constrained")
+    for ax, (variant, rows) in zip(axes, data.items(), strict=True):
+        for i, (_, stored, answered) in enumerate(rows):
+            for offset, values, colour, ink, label in (
+                    (-0.2, stored, "#9ecae1", "black", "stored: continues its wiki.txt line with the place"),
+                    (0.2, answered, "#08519c", "white", "answered: dev exact match")):
+                mean = statistics.mean(values)
+                ax.bar(i + offset, mean, width=0.38, color=colour, label=label if i == 0 else None)
+                ax.scatter([i + offset] * len(values), values, s=12, color="0.15", zorder=3, linewidths=0)
+                ax.text(i + offset, 2, f"{mean:.0f}%", ha="center", va="bottom", fontsize=7.5, color=ink)
+        ax.set_xticks(range(len(rows)), [label for label, _, _ in rows], fontsize=7.5)
+        n = ", ".join(str(len(answered)) for _, _, answered in rows)
+        ax.set_title(f"{variant} positions (seeds per recipe: {n})", fontsize=9)
+        ax.grid(axis="y", alpha=0.25)
+    axes[0].set_ylabel("% of dev people")
+    axes[0].set_ylim(0, 100)
+    fig.suptitle("Pretrained models store most dev birthplaces; the recipe decides how many they answer "
+                 "(bars: mean; dots: seeds)", fontsize=10)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
+    return fig
+
+
 def save(fig: Figure, path: Path) -> None:
     import io
 
@@ -85,14 +154,16 @@ def save(fig: Figure, path: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=OUT, help="Where the PNG goes.")
+    parser.add_argument("--out", type=Path, default=OUT, help="Where the accuracy-against-compute PNG goes.")
+    parser.add_argument("--stored_out", type=Path, default=STORED_OUT, help="Where the stored-vs-answered PNG goes.")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     save(plot(*load()), args.out)
-    print(f"wrote {args.out}")
+    save(plot_stored(stored_and_answered()), args.stored_out)
+    print(f"wrote {args.out} and {args.stored_out}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""docs/accuracy_vs_compute_cpu.png reads at a glance: a few recipes, a legend inside the axes, no label on another."""
+"""The plots read at a glance (a few recipes, no label on another) and are drawn from results/*.json."""
 
 from __future__ import annotations
 
 import copy
+import json
+import statistics
 
 import numpy as np
+import pytest
 
-from scripts.plot_results import CITED, load, main, plot
+from scripts.plot_results import CITED, RECITE_RECIPES, RESULTS, load, main, plot, plot_stored, stored_and_answered
 
 
 def _boxes(fig):
@@ -45,3 +48,45 @@ def test_the_plot_follows_the_json(tmp_path):
     assert moved_mean[0] == mean[0] + 1.0 and moved_mean[1:] == mean[1:]
     main(["--out", str(tmp_path / "plot.png")])
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stored_and_answered_reads_every_seed_from_the_json():
+    """The README's figure: the faithful models' probe (of 449) and dev scores, the recitation recipe's probe (of
+    471) and dev scores, seed by seed; its recipes are the ones docs_tables.py's summary rows name."""
+    from scripts.docs_tables import FRONTIER_150, FRONTIER_150_LEARNED, FRONTIER_RUNS
+
+    assert [names for _, names in RECITE_RECIPES["rope"]] == [FRONTIER_RUNS, FRONTIER_150]
+    assert RECITE_RECIPES["learned"][1][1] == FRONTIER_150_LEARNED
+    data = stored_and_answered()
+    faithful = json.loads((RESULTS / "faithful_h100.json").read_text())["three_seeds"]
+    label, stored, answered = data["rope"][0]
+    assert label.startswith("faithful")
+    assert stored == [100 * faithful["probe_recall"]["rope"][s] / 449 for s in "012"]
+    assert answered == [faithful["reference_finetuning_on_cpu_dev"]["rope"][s] for s in "012"]
+    assert data["rope"][1][1] == stored and data["rope"][1][2] == [
+        faithful["preset_best_dev"]["rope"][s]["accuracy"] for s in "012"]
+    label, stored, answered = data["rope"][3]
+    assert "150" in label and len(stored) == len(answered) == 3
+    assert all(0 < s <= 100 for s in stored) and answered[0] == 62.8  # cpu_fp32_recitation.json, seed 0
+
+
+def test_the_stored_figure_draws_each_mean_and_follows_the_json(tmp_path):
+    data = stored_and_answered()
+    fig = plot_stored(data)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax, rows in zip(fig.axes, data.values(), strict=True):
+        heights = [round(bar.get_height(), 6) for bar in ax.patches]
+        expected = [round(statistics.mean(values), 6) for _, stored, answered in rows for values in (stored, answered)]
+        assert sorted(heights) == sorted(expected)
+        ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+        assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:]), "tick labels overlap"
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert not any(legend.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+    moved = copy.deepcopy(data)
+    moved["rope"][3][2][0] += 3.0  # seed 0 of the 150-epoch recipe answers 3 points more: its bar rises by 1
+    before = [bar.get_height() for bar in plot_stored(data).axes[0].patches]
+    after = [bar.get_height() for bar in plot_stored(moved).axes[0].patches]
+    assert after[7] == pytest.approx(before[7] + 1.0) and after[:7] == before[:7]  # bars: stored, answered, ...
+    main(["--out", str(tmp_path / "a.png"), "--stored_out", str(tmp_path / "s.png")])
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
