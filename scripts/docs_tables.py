@@ -282,7 +282,8 @@ def headline_rows(results: Results) -> list[dict]:
 FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
 FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
 # ... and with learned positions, fp32 on AMD EPYCs without AMX (README's figure draws the same runs)
-FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions"]
+FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
+                        "… 150 epochs on the AMD EPYC, learned positions, seed 1"]
 # the same recipe at smaller budgets on a CPU without AMX (slower per step than the Xeon above)
 FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
 # ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)
@@ -298,6 +299,7 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     then --recite) as one summary row, the seeds' numbers side by side."""
     runs = [next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == name) for name in names]
     sources = [_recitation_source(results, run) for run in runs]
+    machines = {source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]) for source in sources}
     hardware = short_hardware(sources[0].get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]))
     rates = sorted({lr(run["learning_rate"]) for run in runs})
     minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
@@ -310,7 +312,13 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
         return {**row, "wall": f"{minutes[0][0]:.1f} + {minutes[0][1]:.1f} min",
                 "dev": f"{score(runs[0]['dev'])}, seed {sources[0].get('seed', 0)}"}
     acc = [run["dev"]["accuracy"] for run in runs]
-    return {**row, "dev": f"{spread(acc)} ({seeds_list(acc)})",
+    seeds = [source.get("seed", 0) for source in sources]
+    which = "" if seeds == list(range(len(runs))) else f", seeds {', '.join(map(str, seeds))}"  # not 0, 1, 2
+    if len(machines) > 1:  # the seeds ran on different machines: each one's time, not a mean
+        return {**row, "hardware": f"{row['hardware']} ({len(machines)} machines)",
+                "dev": f"{spread(acc)} ({seeds_list(acc)}){which}",
+                "wall": " / ".join(f"{p:.1f} + {f:.1f}" for p, f in minutes) + " min"}
+    return {**row, "dev": f"{spread(acc)} ({seeds_list(acc)}){which}",
             "wall": f"{statistics.mean(p for p, _ in minutes):.1f} + {statistics.mean(f for _, f in minutes):.1f} "
                     f"min (at most {max(p + f for p, f in minutes):.1f})"}
 

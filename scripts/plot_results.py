@@ -87,7 +87,8 @@ RECITE_RECIPES = {
              ("recite\n150 ep., 4×128", ["… 150 epochs, 400 questions held out of pretraining",
                                                     "… 150 epochs, seed 1", "… 150 epochs, seed 2"])],
     "learned": [("recite\n76 ep., 4×128", ["… the same, learned positions"]),
-                ("recite\n150 ep., 4×128", ["… 150 epochs on the AMD EPYC, learned positions"])],
+                ("recite\n150 ep., 4×128", ["… 150 epochs on the AMD EPYC, learned positions",
+                                             "… 150 epochs on the AMD EPYC, learned positions, seed 1"])],
 }
 
 

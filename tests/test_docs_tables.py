@@ -67,6 +67,30 @@ def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
         "2 AMD EPYC cores, no AMX, fp32", "2 AMD EPYC cores, no AMX, bf16"]  # the learned runs kept both keys
 
 
+def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_path):
+    from scripts.docs_tables import FRONTIER_150_LEARNED, headline_rows
+
+    def learned_150(results: Results) -> dict:
+        return next(r for r in headline_rows(results) if r["variant"].startswith("learned") and "(150 epochs)" in
+                    r["recipe"])
+
+    front = json.loads((RESULTS / "cpu_fp32_mixed_frontier.json").read_text())
+    runs = [r for r in front["runs"] if r["name"] in FRONTIER_150_LEARNED]
+    finetuning = {r["name"]: r["finetune_seconds"] for r in json.loads(
+        (RESULTS / "cpu_fp32_recitation.json").read_text())["runs"]}
+    row = learned_150(Results())
+    assert row["hardware"].endswith(f"({len({r['hardware'] for r in runs})} machines)")
+    assert row["wall"] == " / ".join(f"{r['pretrain_seconds'] / 60:.1f} + {finetuning[r['name']] / 60:.1f}"
+                                     for r in runs) + " min"
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    for run in runs[1:]:
+        run["hardware"] = runs[0]["hardware"]  # one machine after all: the mean, and the slowest seed's total
+    (tmp_path / "results" / "cpu_fp32_mixed_frontier.json").write_text(json.dumps(front))
+    row = learned_150(Results(tmp_path / "results"))
+    slowest = max(r["pretrain_seconds"] + finetuning[r["name"]] for r in runs) / 60
+    assert row["hardware"] == "2 AMD EPYC cores, no AMX, fp32" and row["wall"].endswith(f"min (at most {slowest:.1f})")
+
+
 @pytest.mark.parametrize("stem", ["demo_cpu_no_amx", "demo_cpu"])
 def test_the_demo_results_are_complete_runs(stem):
     results = json.loads((RESULTS / f"{stem}.json").read_text())
