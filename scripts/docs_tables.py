@@ -283,7 +283,8 @@ FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… th
 FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
 # ... and with learned positions, fp32 on AMD EPYCs without AMX (README's figure draws the same runs)
 FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
-                        "… 150 epochs on the AMD EPYC, learned positions, seed 1"]
+                        "… 150 epochs on the AMD EPYC, learned positions, seed 1",
+                        "… 150 epochs on the AMD EPYC, learned positions, seed 2"]
 # the same recipe at smaller budgets on a CPU without AMX (slower per step than the Xeon above)
 FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
 # ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)

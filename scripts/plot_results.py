@@ -88,7 +88,8 @@ RECITE_RECIPES = {
                                                     "… 150 epochs, seed 1", "… 150 epochs, seed 2"])],
     "learned": [("recite\n76 ep., 4×128", ["… the same, learned positions"]),
                 ("recite\n150 ep., 4×128", ["… 150 epochs on the AMD EPYC, learned positions",
-                                             "… 150 epochs on the AMD EPYC, learned positions, seed 1"])],
+                                             "… 150 epochs on the AMD EPYC, learned positions, seed 1",
+                                             "… 150 epochs on the AMD EPYC, learned positions, seed 2"])],
 }
 
 
