@@ -263,7 +263,7 @@ def headline_rows(results: Results) -> list[dict]:
         _recitation_row(results, ["mixed training, 245 epochs (about 50 minutes)"], "mixed training"),
         dict(_recitation_row(results, FRONTIER_RUNS, "**uncorrupted documents + recitation rows in pretraining**",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
-        _recitation_row(results, ["… the same, learned positions"], "uncorrupted documents + recitation rows in "
+        _recitation_row(results, FRONTIER_LEARNED, "uncorrupted documents + recitation rows in "
                         "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
         dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
@@ -281,6 +281,8 @@ def headline_rows(results: Results) -> list[dict]:
 # the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
 FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
 FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
+# ... with learned positions at 76 epochs, one seed (Xeon)
+FRONTIER_LEARNED = ["… the same, learned positions"]
 # ... and with learned positions, fp32 on AMD EPYCs without AMX (README's figure draws the same runs)
 FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
                         "… 150 epochs on the AMD EPYC, learned positions, seed 1",
@@ -299,9 +301,9 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     """Runs of cpu_fp32_recitation.json (one recipe, one run per seed: pretraining of the 4-layer 128-dim model,
     then --recite) as one summary row, the seeds' numbers side by side."""
     runs = [next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == name) for name in names]
-    sources = [_recitation_source(results, run) for run in runs]
-    machines = {source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]) for source in sources}
-    hardware = short_hardware(sources[0].get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]))
+    sources = [recitation_source(results, run) for run in runs]
+    machines = [source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]) for source in sources]
+    hardware = short_hardware(machines[0])
     rates = sorted({lr(run["learning_rate"]) for run in runs})
     minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
                for source, run in zip(sources, runs, strict=True)]
@@ -315,13 +317,12 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
     acc = [run["dev"]["accuracy"] for run in runs]
     seeds = [source.get("seed", 0) for source in sources]
     which = "" if seeds == list(range(len(runs))) else f", seeds {', '.join(map(str, seeds))}"  # not 0, 1, 2
-    if len(machines) > 1:  # the seeds ran on different machines: each one's time, not a mean
-        return {**row, "hardware": f"{row['hardware']} ({len(machines)} machines)",
-                "dev": f"{spread(acc)} ({seeds_list(acc)}){which}",
+    row["dev"] = f"{spread(acc)} ({seeds_list(acc)}){which}"
+    if len(set(machines)) > 1:  # the seeds ran on different machines: each one's time, not a mean
+        return {**row, "hardware": f"{row['hardware']} ({len(set(machines))} machines)",
                 "wall": " / ".join(f"{p:.1f} + {f:.1f}" for p, f in minutes) + " min"}
-    return {**row, "dev": f"{spread(acc)} ({seeds_list(acc)}){which}",
-            "wall": f"{statistics.mean(p for p, _ in minutes):.1f} + {statistics.mean(f for _, f in minutes):.1f} "
-                    f"min (at most {max(p + f for p, f in minutes):.1f})"}
+    mean = f"{statistics.mean(p for p, _ in minutes):.1f} + {statistics.mean(f for _, f in minutes):.1f}"
+    return {**row, "wall": f"{mean} min (at most {max(p + f for p, f in minutes):.1f})"}
 
 
 def _headline(rows: list[dict], link: str) -> str:
@@ -665,7 +666,7 @@ def mixed_frontier(results: Results) -> str:
                   "its grounded answers right", "dev, finetuned (lr 7.5e-5)"], rows)
 
 
-def _recitation_source(results: Results, run: dict) -> dict:
+def recitation_source(results: Results, run: dict) -> dict:
     """The pretraining record a recitation run finetuned: a run of its `pretrained_results` file (the mixed-frontier
     runs by default, else the shape-probe frontier runs), or that run's snapshot."""
     stem = run.get("pretrained_results", "cpu_fp32_mixed_frontier")
@@ -680,7 +681,7 @@ def recitation(results: Results) -> str:
     row's pretraining numbers and direct answers come from there, the recitation rows from their own file."""
     rows = []
     for run in results["cpu_fp32_recitation"]["runs"]:
-        source = _recitation_source(results, run)
+        source = recitation_source(results, run)
         direct = None if source.get("answer_format") == "recite" else source.get("dev_without_finetuning")
         rows.append([run["name"], f"{source['pretrain_seconds'] / 60:.1f} min",
                      f"{source['probe_recall']} of {source['probe_found']}", score(direct) if direct else "—",

@@ -21,6 +21,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from docs_tables import (  # noqa: E402
+    FRONTIER_150,
+    FRONTIER_150_LEARNED,
+    FRONTIER_LEARNED,
+    FRONTIER_RUNS,
+    Results,
+    recitation_source,
+    seed_values,
+)
 from matplotlib.figure import Figure  # noqa: E402
 
 from training.files import atomic_write_bytes  # noqa: E402
@@ -79,17 +88,11 @@ def plot(runs: dict, anchors: dict) -> Figure:
     return fig
 
 
-# (label, runs of results/cpu_fp32_recitation.json, one per seed) of the recitation recipe, per position scheme; the
-# same lists as scripts/docs_tables.py's summary rows (a test says so)
+# (label, runs of results/cpu_fp32_recitation.json, one per seed) of the recitation recipe, per position scheme: the
+# runs of docs_tables.py's summary rows
 RECITE_RECIPES = {
-    "rope": [("recite\n76 ep., 4×128", ["… 76 epochs, 400 questions held out of pretraining",
-                                                   "… the same, seed 1", "… the same, seed 2"]),
-             ("recite\n150 ep., 4×128", ["… 150 epochs, 400 questions held out of pretraining",
-                                                    "… 150 epochs, seed 1", "… 150 epochs, seed 2"])],
-    "learned": [("recite\n76 ep., 4×128", ["… the same, learned positions"]),
-                ("recite\n150 ep., 4×128", ["… 150 epochs on the AMD EPYC, learned positions",
-                                             "… 150 epochs on the AMD EPYC, learned positions, seed 1",
-                                             "… 150 epochs on the AMD EPYC, learned positions, seed 2"])],
+    "rope": [("recite\n76 ep., 4×128", FRONTIER_RUNS), ("recite\n150 ep., 4×128", FRONTIER_150)],
+    "learned": [("recite\n76 ep., 4×128", FRONTIER_LEARNED), ("recite\n150 ep., 4×128", FRONTIER_150_LEARNED)],
 }
 
 
@@ -98,23 +101,19 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
     faithful models (4 layers x 256, 650 span-corruption epochs on an H100) answer with the reference finetuning or
     `--preset best`; the recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`)
     with the rate chosen on held-out training questions."""
-    faithful = json.loads((folder / "faithful_h100.json").read_text())["three_seeds"]
-    recitation = {r["name"]: r for r in json.loads((folder / "cpu_fp32_recitation.json").read_text())["runs"]}
-    pretraining = {r["name"]: r for r in json.loads((folder / "cpu_fp32_mixed_frontier.json").read_text())["runs"]}
+    results = Results(folder)
+    faithful = results["faithful_h100"]["three_seeds"]
+    recitation = {r["name"]: r for r in results["cpu_fp32_recitation"]["runs"]}
     probe = faithful["probe_recall"]
     out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
     for variant, recipes in RECITE_RECIPES.items():
-        seeds = sorted(k for k in probe[variant] if k.isdigit())
-        stored = [100 * probe[variant][s] / probe["of"] for s in seeds]
-
-        def dev(entry: dict, seeds: list[str] = seeds) -> list[float]:
-            return [e["accuracy"] if isinstance(e, dict) else e for e in (entry[s] for s in seeds)]
-
-        rows = [("faithful\n650 ep., 4×256", stored, dev(faithful["reference_finetuning_on_cpu_dev"][variant])),
-                ("--preset best\n(same model)", stored, dev(faithful["preset_best_dev"][variant]))]
+        stored = [100 * v / probe["of"] for v in seed_values(probe[variant])]
+        reference = seed_values(faithful["reference_finetuning_on_cpu_dev"][variant])
+        rows = [("faithful\n650 ep., 4×256", stored, reference),
+                ("--preset best\n(same model)", stored, seed_values(faithful["preset_best_dev"][variant]))]
         for label, names in recipes:
             runs = [recitation[name] for name in names]
-            sources = [pretraining[run["pretrained_run"]] for run in runs]
+            sources = [recitation_source(results, run) for run in runs]
             rows.append((label, [100 * s["probe_recall"] / s["probe_found"] for s in sources],
                          [run["dev"]["accuracy"] for run in runs]))
         out[variant] = rows

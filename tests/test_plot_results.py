@@ -8,8 +8,13 @@ import statistics
 
 import numpy as np
 import pytest
+from test_readme_commands import load as load_script
 
-from scripts.plot_results import CITED, RECITE_RECIPES, RESULTS, load, main, plot, plot_stored, stored_and_answered
+# run as a script, plot_results.py finds its sibling docs_tables.py on its own folder's path
+plotting = load_script("scripts/plot_results.py")
+CITED, RECITE_RECIPES, RESULTS = plotting.CITED, plotting.RECITE_RECIPES, plotting.RESULTS
+load, main, plot, plot_stored, stored_and_answered = (plotting.load, plotting.main, plotting.plot, plotting.plot_stored,
+                                                      plotting.stored_and_answered)
 
 
 def _boxes(fig):
