@@ -15,17 +15,26 @@
 #      variants whose flags train_pretrain.py does not take yet are skipped and named)  -> bench_gpu.json
 #   2. if the time left fits the fast path's projected pretraining: scripts/run_experiments.py as `make reproduce`
 #      runs it, for rope, seed 0, on the fast path: the 650-epoch pretraining timed end to end, the reference
-#      finetuning, dev and test predictions  -> faithful_rope_results.json, faithful_rope.{dev,test}.predictions,
-#      faithful_rope_{pretrain,finetune}.log
-#   3. if about RECITE_NEED seconds are left: scripts/select_finetune_lr.py on that pretrained model with
+#      finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
+#      each answer's confidence) and logs go into faithful_rope_outputs.tar.gz
+#   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
+#      CONF_RATES (the reference 6e-4, then --preset best's 2e-4) on the training questions outside 400 held out,
+#      kept; each answers the 400 and dev, and scripts/abstention.py chooses the threshold for 80% precision on the
+#      400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
+#   4. if about RECITE_NEED seconds are left: scripts/select_finetune_lr.py on that pretrained model with
 #      `--recite True` (issue 21: recite, then answer), the rate chosen on 400 held-out training questions, then the
 #      final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json
 #   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
 #   530) after it began.
 # `reproduce` (a second call, once the fast path is known to fit): `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast
 # path (London, no pretraining, learned, rope, synthesizer; each variant's seeds pretrain and finetune in one
-# --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back
-#   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions and logs), session.log
+# --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back;
+# then, while CONF_NEED seconds are left, seed 0's confidence stage (as 3. above) for learned, then rope
+#   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions, their records with each
+#      answer's confidence, logs, the confidence stage's abstention.json and plots), session.log
+# A CPU dry run of a mode (minutes, tiny model, 1 epoch) checks the plumbing before device time is spent, e.g.
+#   DATA=../shared/data OUT=/tmp/s/out WORK=/tmp/s/work BUDGET=3000 REPRO_ARGS='--pretrain_epochs 1 --seeds 0,1
+#   --variants rope --skip_baselines' FULL_EXTRA='--checkpointing_steps 0 --max_steps 2' bash scripts/gpu_session.sh reproduce
 # `recite_lm` (another call; issue 21's lead recipe at the reference size, the CPU frontier's on 2 cores): the
 # held-out split of the training questions; LM_VARIANT (rope or learned) pretraining on the fast path, LM_EPOCHS
 # epochs of uncorrupted documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several,
@@ -47,6 +56,9 @@ BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled}
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
+CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage (issue 24) is given at least
+CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then --preset best's
+REPRO_ARGS=${REPRO_ARGS:-}  # more scripts/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
 PY=${PYTHON:-python3}
 WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
@@ -83,10 +95,42 @@ lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held
 lm_select "${LM_SEEDS%%,*}"
 
 REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
-           --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA")
+           --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA" $REPRO_ARGS)
+
+conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
+  CONF_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
+               --learning_rates "$CONF_RATES" --keep_models --extra "$FULL_EXTRA")
+}
+conf_select "$WORK/faithful/rope-causal-seed0-pretrain" "$WORK/confidence/rope-seed0" 0
 
 left() { echo $((BUDGET - SECONDS)); }
 stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
+
+confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2: the held-out models of CONF_SELECT
+  # answer dev too; abstention.py chooses each one's 80%-precision threshold on the 400 and applies it to dev
+  [ -f "$1/config.json" ] || { stage "confidence skipped: no pretrained model $1"; return 0; }
+  [ "$(left)" -ge "$CONF_NEED" ] || { stage "confidence of $1 skipped: $(left)s left (CONF_NEED=$CONF_NEED)"; return 0; }
+  conf_select "$@"
+  stage "confidence of $1 ($(left)s left): $(printf '%q ' "${CONF_SELECT[@]}")"
+  timeout "$(left)" "$PY" "${CONF_SELECT[@]}" || echo "the finetuning ended with status $? (its finished rates are kept)"
+  local rate tag
+  for rate in ${CONF_RATES//,/ }; do
+    tag=lr$("$PY" -c 'import sys; print("%g" % float(sys.argv[1]))' "$rate")
+    [ -f "$2/$tag-finetune/config.json" ] && [ "$(left)" -ge 30 ] || continue
+    timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$2/$tag-finetune" \
+      --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$2/$tag.dev.predictions" \
+      && "$PY" scripts/abstention.py --holdout "$2/$tag.holdout.predictions" --dev "$2/$tag.dev.predictions" \
+         --target_precision 0.8 --out_dir "$2/abstention-$tag" || echo "the $tag confidence ended with status $?"
+  done
+}
+
+archive() {  # tar.gz $1 of what is worth keeping under the folders $3... of $2: results, records, predictions,
+  # logs, plots; never a model
+  local out=$1 base=$2; shift 2
+  (cd "$base" && find "$@" -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
+     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' -o -name '*.md' \) \
+     -print0 | tar czf - --null -T -) > "$out"
+}
 
 environment() {
   export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -134,22 +178,24 @@ print(round(rows["fast"]["projected_full_pretraining_s"] + 120) if "fast" in row
     stage "2. skipped: the full run needs about ${need}s, $(left)s are left"
   fi
 
+  echo; echo "3. the faithful rope model's confidence (issue 24)"
+  confidence "$WORK/faithful/rope-causal-seed0-pretrain" "$WORK/confidence/rope-seed0" 0
+
   if [ -f "$WORK/faithful/rope-causal-seed0-pretrain/config.json" ] && [ "$(left)" -ge "$RECITE_NEED" ]; then
-    stage "3. recite, then answer, on the faithful rope model ($(left)s left): $(printf '%q ' "${RECITE[@]}")"
+    stage "4. recite, then answer, on the faithful rope model ($(left)s left): $(printf '%q ' "${RECITE[@]}")"
     timeout "$(left)" "$PY" "${RECITE[@]}" || echo "the selection ended with status $? (its finished points are kept)"
   else
-    stage "3. skipped: no pretrained model, or fewer than ${RECITE_NEED}s left ($(left)s)"
+    stage "4. skipped: no pretrained model, or fewer than ${RECITE_NEED}s left ($(left)s)"
   fi
 
   stage "collect"
-  local run=$WORK/faithful/rope-causal-seed0 pair
+  local pair
   for pair in "$WORK/faithful/results.json:faithful_rope_results.json" \
-              "$run.dev.predictions:faithful_rope.dev.predictions" \
-              "$run.test.predictions:faithful_rope.test.predictions" \
-              "$run-pretrain.log:faithful_rope_pretrain.log" "$run-finetune.log:faithful_rope_finetune.log" \
               "$WORK/recite/selection.json:faithful_rope_recite_selection.json"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done
+  mkdir -p "$WORK/faithful" "$WORK/confidence"
+  archive "$OUT/faithful_rope_outputs.tar.gz" "$WORK" faithful confidence
   ls -l "$OUT"
   echo "done in ${SECONDS}s"
 }
@@ -159,12 +205,18 @@ reproduce_session() {
   environment || return 1
   stage "make reproduce SEEDS=0,1,2 SYNTH=1 on the fast path ($(left)s left): $(printf '%q ' "${REPRODUCE[@]}")"
   timeout "$(left)" "$PY" "${REPRODUCE[@]}" || echo "the run ended with status $? (the finished rows are kept)"
+  local variant member
+  for variant in learned rope; do  # issue 24: seed 0's confidence, from its folder alone or among --seeds
+    member=$WORK/reproduce/$variant-causal-seeds-pretrain/seed-0
+    [ -d "$member" ] || member=$WORK/reproduce/$variant-causal-seed0-pretrain
+    confidence "$member" "$WORK/confidence/$variant-seed0" 0
+  done
   stage "collect"
   local dir=$WORK/reproduce
   [ -f "$dir/results.json" ] && cp "$dir/results.json" "$OUT/reproduce_results.json"
   [ -f "$dir/results.md" ] && cp "$dir/results.md" "$OUT/reproduce_results.md"
-  (cd "$dir" && find . -maxdepth 1 \( -name '*.predictions' -o -name '*.log' \) -print0 \
-     | tar czf - --null -T -) > "$OUT/reproduce_outputs.tar.gz"
+  mkdir -p "$dir" "$WORK/confidence"
+  archive "$OUT/reproduce_outputs.tar.gz" "$WORK" reproduce confidence
   ls -l "$OUT"
   echo "done in ${SECONDS}s"
 }
@@ -207,9 +259,7 @@ pathlib.Path(sys.argv[2]).write_text(json.dumps(found, indent=1) + "\n")
               "$(lm_pretraining "$first").log:recite_lm_pretrain.log"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done
-  (cd "$WORK" && find recite-lm recite-lm-sel -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
-     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' \) -print0 \
-     | tar czf - --null -T -) > "$OUT/recite_lm_outputs.tar.gz"
+  archive "$OUT/recite_lm_outputs.tar.gz" "$WORK" recite-lm recite-lm-sel
   ls -l "$OUT"
   echo "done in ${SECONDS}s"
 }
@@ -222,7 +272,8 @@ case "${1:-run}" in
     printf '%q ' "$PY" "${RECITE[@]}"; echo
     printf '%q ' "$PY" "${SPLIT[@]}"; echo
     printf '%q ' "$PY" "${RECITE_LM[@]}"; echo
-    printf '%q ' "$PY" "${RECITE_LM_SELECT[@]}"; echo ;;
+    printf '%q ' "$PY" "${RECITE_LM_SELECT[@]}"; echo
+    printf '%q ' "$PY" "${CONF_SELECT[@]}"; echo ;;
   recite_lm)
     mkdir -p "$OUT" "$WORK"
     recite_lm_session 2>&1 | tee -a "$OUT/session.log" ;;

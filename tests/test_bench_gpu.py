@@ -16,6 +16,7 @@ from test_readme_commands import load
 from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset
 from modeling_chargpt import IGNORE_INDEX, CharTokenizer
 from training.cli import run_cli
+from training.presets import DEFAULTS, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK, BATCH, STEPS, WARMUP = 64, 8, 6, 2
@@ -122,8 +123,8 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py",
                                         "scripts/run_experiments.py", "scripts/select_finetune_lr.py",
                                         "scripts/select_finetune_lr.py", "scripts/run_experiments.py",
-                                        "scripts/select_finetune_lr.py"]
-    bench_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd = commands
+                                        "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py"]
+    bench_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
     assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
@@ -158,13 +159,22 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)  # the split pretraining left out
     assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
     assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"
+    # issue 24: the faithful model finetuned without the held-out 400 (same split), at the reference rate and at
+    # --preset best's, with plain answers; the models are kept to answer dev for the abstention threshold
+    conf = select.parse_args(conf_cmd[2:])
+    assert conf.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and conf.keep_models
+    assert conf.learning_rates.split(",") == ["6e-4", "2e-4"] and not conf.final and "--recite" not in conf.extra
+    assert (conf.split_seed, conf.holdout) == (split.split_seed, split.holdout)
+    finetune = DEFAULTS["finetune"]
+    assert [float(r) for r in conf.learning_rates.split(",")] == [finetune[REFERENCE]["learning_rate"],
+                                                                  finetune["best"]["learning_rate"]]
 
 
 def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_together(tmp_path):
     """LM_VARIANT=learned LM_SEEDS=0,1,2: one --seeds pretraining on the fast path; each seed's rate is then chosen
     from the folder run_experiments.py gives that seed's member, on the same held-out split, with its own seed."""
     env = {"LM_VARIANT": "learned", "LM_SEEDS": "0,1,2", "LM_PRETRAIN_EXTRA": "--n_embd 128"}
-    *_, split_cmd, lm_cmd, lm_select_cmd = session_commands({"OUT": str(tmp_path / "out"), **env})
+    *_, split_cmd, lm_cmd, lm_select_cmd, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
     experiments = load("scripts/run_experiments.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
