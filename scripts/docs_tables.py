@@ -907,9 +907,10 @@ def confidence_demo_mixed(results: Results) -> str:
 
 
 def _recite_models(results: Results) -> list[tuple[str, dict]]:
-    """The reciting CPU models of confidence_cpu_recite.json, 76-epoch seeds then 150-epoch seeds, named."""
+    """The reciting CPU models of confidence_cpu_recite.json, named: rope at 76 then 150 epochs, then learned."""
     data = results["confidence_cpu_recite"]
-    groups = [("76 epochs", data["seeds"]), ("150 epochs", data.get("epochs150", {}).get("seeds", {}))]
+    groups = [("rope, 76 epochs", data["seeds"]), ("rope, 150 epochs", data.get("epochs150", {}).get("seeds", {})),
+              ("learned, 150 epochs", data.get("learned150", {}).get("seeds", {}))]
     return [(f"{epochs}, seed {seed}", run) for epochs, runs in groups for seed, run in sorted(runs.items())]
 
 
