@@ -10,9 +10,12 @@ recitation rows in pretraining"):
      rows (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
   3. select_finetune_lr.py --final per seed: the `--recite True` rate chosen on the held-out questions, then the
      finetuning on all training questions, dev and test predictions.
+  4. per seed, unless --no_confidence (issue 24, docs/confidence.md): the held-out model at the chosen rate (kept by
+     step 3's --keep_models; it never saw the held-out questions) answers dev, and abstention.py chooses the
+     threshold for --target_precision on the held-out questions and applies it to dev.
 Then probe_recall.py's probe of each pretrained model (how many dev places it continues its own wiki.txt line with:
 what it stored, beside what it answers). Writes OUT/results.json (every seed and the mean) and prints a table;
-`--dry_run` prints the commands only.
+`--dry_run` prints the commands only (CHOSEN stands for the rate step 3 chooses).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from training.files import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PRETRAINING = "--objective language_modeling --mixed_qa_format recite"  # what makes it this recipe
+CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--holdout", type=int, default=400, help="Training questions held out to choose the rate.")
     parser.add_argument("--extra", default="", help="More flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="", help="More flags for train_pretrain.py only (quoted).")
+    parser.add_argument("--no_confidence", dest="confidence", action="store_false",
+                        help="Skip step 4 (the abstention threshold chosen on the held-out questions, on dev).")
+    parser.add_argument("--target_precision", type=float, default=0.8, help="Step 4's precision on the held-out.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
     return parser
@@ -86,6 +93,8 @@ def stage_flags(opts: argparse.Namespace) -> tuple[str, str]:
 def check(opts: argparse.Namespace) -> None:
     """Every step's training flags checked before the first step runs: a typo fails in a second, not after hours."""
     seed_list(opts.seeds)
+    if not 0 < opts.target_precision <= 1:
+        sys.exit(f"error: --target_precision {opts.target_precision}: must be in (0, 1]")
     both, pretrain = stage_flags(opts)
     try:
         both_flags, pretrain_flags = shlex.split(both), shlex.split(pretrain)
@@ -96,7 +105,8 @@ def check(opts: argparse.Namespace) -> None:
 
 
 def commands(opts: argparse.Namespace) -> list[list[str]]:
-    """Split, pretraining (every seed), then each seed's rate choice and final finetuning, in order."""
+    """Split, pretraining (every seed), each seed's rate choice and final finetuning, then each seed's abstention
+    threshold, in order."""
     where, seeds = paths(opts), seed_list(opts.seeds)
     both, pretrain = stage_flags(opts)
     py = "python"
@@ -110,8 +120,31 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         cmds.append([py, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
-                     "--threads", str(opts.threads), "--extra", f"{both} --recite True", "--final"])
+                     "--threads", str(opts.threads), "--extra", f"{both} --recite True", "--final",
+                     *(["--keep_models"] if opts.confidence else [])])
+    for seed in seeds if opts.confidence else []:
+        chosen = where["select"] / f"seed{seed}" / CHOSEN
+        cmds += [[py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
+                  str(Path(opts.data_dir) / "birth_dev.tsv"), "--outputs_path", f"{chosen}.dev.predictions"],
+                 [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--dev",
+                  f"{chosen}.dev.predictions", "--target_precision", str(opts.target_precision), "--out_dir",
+                  str(chosen.parent / "abstention")]]
     return cmds
+
+
+def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
+    """A planned step with what exists only once the earlier steps ran: each seed's pretrained folder (alone or in
+    a --seeds run) and the rate its selection chose."""
+    cmd = list(cmd)
+    if cmd[1] == "scripts/select_finetune_lr.py" and "--model_name_or_path" in cmd:
+        seed = int(cmd[cmd.index("--seed") + 1])
+        cmd[cmd.index("--model_name_or_path") + 1] = str(pretrained_model(opts, seed))
+    for i, arg in enumerate(cmd):
+        if f"/{CHOSEN}" in arg:
+            folder = Path(arg.split(f"/{CHOSEN}")[0])
+            rate = json.loads((folder / "selection.json").read_text())["chosen_learning_rate"]
+            cmd[i] = arg.replace(f"/{CHOSEN}", f"/lr{rate:g}")
+    return cmd
 
 
 def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
@@ -125,6 +158,8 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         chosen = next(p for p in sel["points"] if p["learning_rate"] == sel["chosen_learning_rate"])
         final = sel["final"]
         _, found, recalled = probe(str(pretrained_model(opts, seed)), opts.data_dir)
+        abstention = where["select"] / f"seed{seed}" / "abstention" / "abstention.json"
+        confidence = json.loads(abstention.read_text()) if opts.confidence else None
         rows.append({"seed": seed, "pretrain_seconds": plain[seed]["pretrain_seconds"], "stored": recalled,
                      "stored_of": found,
                      "learning_rate": sel["chosen_learning_rate"], "holdout": chosen["holdout"]["accuracy"],
@@ -132,7 +167,11 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
                      "dev_correct": final["dev"]["correct"], "dev_total": final["dev"]["total"],
                      "selection_seconds": sel["total_seconds"],
                      "dev_predictions": final["dev"]["predictions"],
-                     "test_predictions": final.get("test", {}).get("predictions")})
+                     "test_predictions": final.get("test", {}).get("predictions"),
+                     "abstention": confidence and {"threshold": confidence["threshold"],
+                                                   "holdout": confidence["holdout"]["chosen"],
+                                                   "dev": confidence["dev"].get("at_threshold"),
+                                                   "file": str(abstention)}})
     dev = [r["dev"] for r in rows]
     return {"what": "scripts/recite_recipe.py: uncorrupted documents + recitation rows, then --recite True at a rate "
                     "chosen on held-out training questions", "command": shlex.join(["python", *sys.argv]),
@@ -141,13 +180,24 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
             "dev_std": round(statistics.stdev(dev), 1) if len(dev) > 1 else None}
 
 
+def _abstaining(row: dict) -> str:
+    """'81.7% / 52.6%': precision / coverage on dev at the held-out threshold; why not, where there is none."""
+    found = row.get("abstention")
+    if not found:
+        return "—"
+    if not found["dev"]:
+        return "no threshold reaches the target on the held-out questions"
+    return f"{100 * found['dev']['precision']:.1f}% / {100 * found['dev']['coverage']:.1f}%"
+
+
 def table(summary: dict) -> str:
     lines = ["| seed | pretraining | dev places stored (probe) | chosen lr | held-out | dev, plain finetuning | "
-             "dev, recite then answer |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "dev, recite then answer | held-out model abstaining on dev: precision / coverage |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["seeds"]:
         lines.append(f"| {r['seed']} | {r['pretrain_seconds'] / 60:.1f} min | {r['stored']} of {r['stored_of']} | "
                      f"{r['learning_rate']:g} | {r['holdout']:.1f}% | {r['dev_plain_finetuning']:.1f}% | "
-                     f"{r['dev']:.1f}% ({r['dev_correct']}/{r['dev_total']}) |")
+                     f"{r['dev']:.1f}% ({r['dev_correct']}/{r['dev_total']}) | {_abstaining(r)} |")
     spread = f" ± {summary['dev_std']:.1f}" if summary["dev_std"] is not None else ""
     return "\n".join(lines) + f"\n\ndev, recite then answer: {summary['dev_mean']:.1f}%{spread}"
 
@@ -164,8 +214,7 @@ def main() -> None:
         print("\n".join(shlex.join(c) for c in cmds))
         return
     for i, cmd in enumerate(cmds):
-        if i >= 2:  # the pretrained folders exist only now, and name where each seed's model is
-            cmd[cmd.index("--model_name_or_path") + 1] = str(pretrained_model(opts, seed_list(opts.seeds)[i - 2]))
+        cmds[i] = cmd = resolve(opts, cmd)
         print(f"[recite {i + 1}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
         status = subprocess.run([sys.executable, str(ROOT / cmd[1]), *cmd[2:]]).returncode
         if status != 0:

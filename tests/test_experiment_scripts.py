@@ -379,11 +379,14 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
     planned = run_ok([*cmd, "--dry_run"]).splitlines()
     assert [line.split()[1] for line in planned] == ["scripts/select_finetune_lr.py", "scripts/run_experiments.py",
-                                                     "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py"]
+                                                     "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py",
+                                                     *["evaluate_birthplace.py", "scripts/abstention.py"] * 2]
+    assert all("--keep_models" in line for line in planned[2:4])  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
     printed = run_ok(cmd)
     summary = json.loads((out / "results.json").read_text())
-    assert summary["steps"] == planned
+    # as planned, with the rate each seed's selection chose (the only one offered) in place of CHOSEN
+    assert summary["steps"] == [line.replace("/CHOSEN", "/lr0.001") for line in planned]
     assert [r["seed"] for r in summary["seeds"]] == [0, 1] and "dev, recite then answer" in printed
     # a long stage names the log that shows its progress
     assert f"(progress: {out / 'pretrain' / 'rope-causal-seed1'}-*.log)" in printed
@@ -404,7 +407,19 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         records = [json.loads(line) for line in records]
         assert len(records) == 20 and all(r["recitation"] is not None for r in records)
         assert Path(row["test_predictions"]).read_text().count("\n") == 20
-    for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--data_dir", str(tmp_path)], "wiki.txt is missing")):
+        # step 4: the held-out model (never finetuned on the 10) answered dev; the threshold was chosen on the 10
+        found = json.loads(Path(row["abstention"]["file"]).read_text())
+        assert found["holdout"]["predictions"].endswith(f"seed{row['seed']}/lr0.001.holdout.predictions")
+        assert found["dev"]["predictions"].endswith(f"seed{row['seed']}/lr0.001.dev.predictions")
+        assert found["dev"]["summary"]["with_gold"] == 20 and row["abstention"]["threshold"] == found["threshold"]
+        assert (found["dev"].get("at_threshold") is None) == (found["threshold"] is None)
+        at = found["dev"].get("at_threshold")
+        cell = f"{100 * at['precision']:.1f}% / {100 * at['coverage']:.1f}%" if at else "no threshold reaches"
+        assert f"({row['dev_correct']}/20) | {cell}" in printed
+    dry = run_ok([*cmd, "--no_confidence", "--dry_run"]).splitlines()
+    assert dry == [line.replace(" --keep_models", "") for line in planned[:4]]
+    for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--data_dir", str(tmp_path)], "wiki.txt is missing"),
+                      (["--target_precision", "1.5"], "--target_precision 1.5")):
         proc = subprocess.run([*cmd, *bad], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr
