@@ -31,6 +31,7 @@ from evaluation.records import (
     write_records,
 )
 from evaluation.report_html import report_path_for, write_report
+from evaluation.spans import answer_from_recitation
 from training import (
     UsageError,
     atomic_write_json,
@@ -66,6 +67,9 @@ class EvalArguments:
     abstain_below: float | None = field(default=None, metadata={
         "help": "Answer nothing (an empty prediction) where the answer's probability (a reciting model's: of its "
                 "recitation and answer together) is below this, in (0, 1)."})
+    answer_from_recitation: bool = field(default=False, metadata={
+        "help": "A reciting model (--recite True) answers with the span (1-3 words) of its own recitation it finds "
+                "most probable as the place where the recitation stops (evaluation/spans.py), not by free decoding."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
 
@@ -80,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("give exactly one of --model_name_or_path or --baseline london")
     if args.abstain_below is not None and not 0 < args.abstain_below < 1:
         raise UsageError(f"--abstain_below {args.abstain_below}: must be a probability between 0 and 1 (exclusive)")
+    if args.answer_from_recitation and args.baseline:
+        raise UsageError("--answer_from_recitation needs a reciting model; the London baseline has none")
     if args.abstain_below is not None and args.baseline:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
@@ -98,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         config, tokenizer = check_chargpt_folder(args.model_name_or_path)
         check_questions(args.eval_corpus_path, questions, tokenizer, config, args.max_new_tokens)  # before loading
+        if args.answer_from_recitation and config.answer_format != "recite":
+            raise UsageError(f"--answer_from_recitation: {args.model_name_or_path} does not recite (answer_format="
+                             f"{config.answer_format!r}); it needs a model finetuned with --recite True")
         model, tokenizer = load_chargpt(args.model_name_or_path)
         model = model.to(device)
         contexts = questions  # what each answer follows: the question, or the model's recitation (--recite True)
@@ -106,7 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         args.model_name_or_path)
             names = [asked_person(q) for q in questions]
             contexts = recitations = recite(model, tokenizer, names, args.batch_size)
-        answers = predict_birthplaces(model, tokenizer, contexts, args.batch_size, args.max_new_tokens)
+        if args.answer_from_recitation:
+            recitations, spans = answer_from_recitation(model, tokenizer, names, recitations,
+                                                        max_chars=args.max_new_tokens, batch_size=args.batch_size)
+            contexts = recitations  # each cut right after its chosen span
+            free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
+            decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], args.batch_size,
+                                               args.max_new_tokens, show_progress=False) if free else [])
+            answers = [span if span is not None else next(decoded) for span in spans]
+        else:
+            answers = predict_birthplaces(model, tokenizer, contexts, args.batch_size, args.max_new_tokens)
         if analyse:
             answer_scores = score_answers(model, tokenizer, contexts, answers, args.max_new_tokens, args.batch_size)
             if recitations is not None:

@@ -159,7 +159,7 @@ def score_answers(
         if len(answer) < max_new_tokens:
             ids.append(tokenizer.mask_token_id)
         rows.append((ids, len(question) + 1))  # targets from the answer's first character on
-    return _score_rows(model, tokenizer, rows, batch_size, show_progress)
+    return score_rows(model, tokenizer, rows, batch_size, show_progress)
 
 
 def score_recitations(
@@ -183,11 +183,11 @@ def score_recitations(
         if len(recitation) < limit:
             ids.append(tokenizer.mask_token_id)
         rows.append((ids, len(name)))
-    return _score_rows(model, tokenizer, rows, batch_size, show_progress)
+    return score_rows(model, tokenizer, rows, batch_size, show_progress)
 
 
 @torch.no_grad()
-def _score_rows(
+def score_rows(
     model: CharGPTForCausalLM,
     tokenizer: CharTokenizer,
     rows: Sequence[tuple[list[int], int]],

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
 import torch
-from test_training_scripts import QUIET, ROOT, TINY, launch, run_ok, world  # noqa: F401  (world: a fixture)
+from test_training_scripts import ENV, QUIET, ROOT, TINY, launch, run_ok, world  # noqa: F401  (world: a fixture)
 
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
 from data_scripts.recitation import recitation_text
 from evaluation import check_questions, greedy_until_mask, recite
 from evaluation.records import build_records, score_answers, score_recitations
+from evaluation.spans import answer_from_recitation, recitation_spans
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",
@@ -151,6 +153,35 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
                   "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(preds)])
     assert " out of 20: " in out.stdout
     assert len(preds.read_text().splitlines()) == 20
+    # --answer_from_recitation: each answer is a span its recitation ends with. Two steps of finetuning recite only
+    # spaces; the same model with its weights scrambled recites words to choose from.
+    scrambled = tmp_path / "scrambled"
+    model = CharGPTForCausalLM.from_pretrained(fin)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.add_(torch.randn_like(weight))
+    model.save_pretrained(scrambled)
+    CharTokenizer.from_pretrained(fin).save_pretrained(scrambled)
+    spans = tmp_path / "spans.predictions"
+    run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(scrambled),
+            "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
+            "--answer_from_recitation", "True"])
+    chosen = 0
+    lines = spans.with_name(spans.name + ".records.jsonl").read_text().splitlines()
+    for record in map(json.loads, lines):
+        name, recited = record["question"][len("Where was "):-len(" born?")], record["recitation"]
+        candidates = [(span, end) for span, end in recitation_spans(name, recited) if len(span) < 32]
+        assert recited.startswith(name) and record["confidence"] is not None
+        if candidates:  # the recitation ends right after its answer; otherwise it was answered the usual way
+            assert (record["answer"], len(recited)) in candidates
+            chosen += 1
+    assert chosen > 10
+    plain = subprocess.run([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(pre),
+                            "--eval_corpus_path", str(world / "birth_dev.tsv"), "--answer_from_recitation", "True"],
+                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert plain.returncode != 0 and "Traceback" not in plain.stderr and plain.stderr.strip().count("\n") == 0
+    assert "does not recite (answer_format=" in plain.stderr
     records = [json.loads(line) for line in preds.with_name(preds.name + ".records.jsonl").read_text().splitlines()]
     assert len(records) == 20
     for record in records:  # each answer follows the model's own recitation about the person asked
@@ -158,3 +189,44 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
         assert record["recitation"].startswith(name) and len(record["recitation"]) <= recitation_limit(64)
         assert record["confidence"] is not None  # of the recitation and the answer together
         assert record["recitation_logprob"] is not None and record["logprob"] <= record["recitation_logprob"]
+
+
+def test_span_candidates_are_word_runs_of_the_recitation_after_the_name():
+    recitation = "Ann Lee. Ann Lee (1950) was born in New York City, USA, and in Aix-en-Provence ."
+    spans = recitation_spans("Ann Lee", recitation, max_words=3)
+    assert all(recitation[:end].endswith(span) for span, end in spans)
+    found = {span for span, _ in spans}
+    assert {"New York City", "York City", "USA", "Aix-en-Provence", "1950", "Ann Lee"} <= found
+    assert "City USA" not in found and "City, USA" not in found  # a comma ends a span
+    assert "Ann Lee. Ann" not in found and "New York City USA" not in found  # after the name; at most 3 words
+    assert not any(span.startswith("Ann Lee.") for span, _ in spans)  # the name (the prompt) is not recited
+    assert recitation_spans("Ann Lee", "Ann Lee") == []
+
+
+def test_the_chosen_span_is_the_most_probable_whole_output():
+    """answer_from_recitation picks, among the spans, the one whose ``recitation[:end] MASK span MASK`` the model gives
+    the highest probability (each sequence scored alone here, unbatched), and cuts the recitation after it."""
+    torch.manual_seed(0)
+    config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=96, n_layer=1, n_head=2, n_embd=16,
+                           position_embedding_type="rope", answer_format="recite")
+    model = CharGPTForCausalLM(config).eval()
+    names = ["Paris Hilton", "Ann Lee", "Bo Ek"]
+    recitations = [DOCS[0][:70], DOCS[1], "Bo Ek."]  # the last has no word after the name
+    cut, chosen = answer_from_recitation(model, TOKENIZER, names, recitations, batch_size=2, show_progress=False)
+    mask = TOKENIZER.mask_token_id
+
+    def whole(name: str, recitation: str, text: str, end: int) -> float:
+        ids = TOKENIZER.encode_text(recitation[:end]) + [mask] + TOKENIZER.encode_text(text) + [mask]
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids[:-1]])).logits[0].double(), -1)
+        return sum(float(logprobs[t - 1, ids[t]]) for t in range(len(name), len(ids)))
+
+    for name, recitation, kept, span in zip(names, recitations, cut, chosen, strict=True):
+        candidates = recitation_spans(name, recitation)
+        if not candidates:
+            assert span is None and kept == recitation
+            continue
+        best = max(candidates, key=lambda c: whole(name, recitation, *c))  # noqa: B023  (used within the loop)
+        assert (span, kept) == (best[0], recitation[:best[1]])
+    _, [short] = answer_from_recitation(model, TOKENIZER, names[:1], recitations[:1], max_chars=4, show_progress=False)
+    assert short is not None and len(short) < 4  # --max_new_tokens bounds the span as it bounds a decoded answer
