@@ -834,6 +834,24 @@ def performance(results: Results) -> str:
     return table(["measurement", "result"], rows)
 
 
+def span_answers(results: Results) -> str:
+    """docs/results.md: free decoding against --answer_from_recitation on the same reciting models, per seed and
+    question set, with the held-out abstention threshold applied to the span answers on dev."""
+    labels = (("holdout", "400 held-out training questions (held-out model)"),
+              ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
+    rows = []
+    for seed, run in sorted(results["cpu_fp32_span_answers"]["seeds"].items()):
+        for key, label in labels:
+            point = run[key]
+            rows.append([seed, label, score(point["free_decoding"]), f"**{score(point['answer_from_recitation'])}**",
+                         f"{point['changed_right']} / {point['changed_wrong']}"])
+        at = run["abstention"]["dev"]
+        rows.append([seed, "dev (held-out model), abstaining below the held-out 80% threshold", "—",
+                     f"{pct(at['precision'])} precision / {pct(at['coverage'])} coverage", "—"])
+    return table(["seed", "questions", "free decoding", "`--answer_from_recitation True`",
+                  "wrong → right / right → wrong"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- confidence
 
 
@@ -988,7 +1006,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16,
+    recitation_rates, span_answers, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16,
     bench_eval, bf16_epoch_seconds, performance, confidence_demo, confidence_threshold, confidence_demo_mixed,
     confidence_recite, confidence_recite_grounded, confidence_h100, presets)}
 
