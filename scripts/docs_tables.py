@@ -1006,9 +1006,9 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train, bench_train_bf16,
-    bench_eval, bf16_epoch_seconds, performance, confidence_demo, confidence_threshold, confidence_demo_mixed,
-    confidence_recite, confidence_recite_grounded, confidence_h100, presets)}
+    recitation_rates, span_answers, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train,
+    bench_train_bf16, bench_eval, bf16_epoch_seconds, performance, confidence_demo, confidence_threshold,
+    confidence_demo_mixed, confidence_recite, confidence_recite_grounded, confidence_h100, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:
