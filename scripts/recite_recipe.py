@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--holdout", type=int, default=400, help="Training questions held out to choose the rate.")
     parser.add_argument("--extra", default="", help="More flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="", help="More flags for train_pretrain.py only (quoted).")
+    parser.add_argument("--answer_from_recitation", action="store_true",
+                        help="Every evaluation of the reciting models answers with a span of the recitation "
+                        "(evaluate_birthplace.py --answer_from_recitation True): the rate is chosen that way too.")
     parser.add_argument("--no_confidence", dest="confidence", action="store_false",
                         help="Skip step 4 (the abstention threshold chosen on the held-out questions, on dev).")
     parser.add_argument("--target_precision", type=float, default=0.8, help="Step 4's precision on the held-out.")
@@ -121,15 +124,23 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
                      "--threads", str(opts.threads), "--extra", f"{both} --recite True", "--final",
-                     *(["--keep_models"] if opts.confidence else [])])
+                     *(["--keep_models"] if opts.confidence else []), *span_flags(opts, "--eval_extra")])
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds += [[py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
-                  str(Path(opts.data_dir) / "birth_dev.tsv"), "--outputs_path", f"{chosen}.dev.predictions"],
+                  str(Path(opts.data_dir) / "birth_dev.tsv"), "--outputs_path", f"{chosen}.dev.predictions",
+                  *span_flags(opts)],
                  [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--dev",
                   f"{chosen}.dev.predictions", "--target_precision", str(opts.target_precision), "--out_dir",
                   str(chosen.parent / "abstention")]]
     return cmds
+
+
+def span_flags(opts: argparse.Namespace, wrap: str | None = None) -> list[str]:
+    """The evaluation flag of --answer_from_recitation (as the value of `wrap`, a script's pass-through flag)."""
+    if not opts.answer_from_recitation:
+        return []
+    return [wrap, "--answer_from_recitation True"] if wrap else ["--answer_from_recitation", "True"]
 
 
 def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
@@ -176,7 +187,8 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
     return {"what": "scripts/recite_recipe.py: uncorrupted documents + recitation rows, then --recite True at a rate "
                     "chosen on held-out training questions", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "variant": opts.variant, "n_embd": opts.n_embd,
-            "pretrain_epochs": opts.pretrain_epochs, "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),
+            "pretrain_epochs": opts.pretrain_epochs, "answer_from_recitation": opts.answer_from_recitation,
+            "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),
             "dev_std": round(statistics.stdev(dev), 1) if len(dev) > 1 else None}
 
 

@@ -17,6 +17,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -111,10 +112,11 @@ def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, s
 
 
 def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False,
-             wiki: Path | None = None) -> dict:
+             wiki: Path | None = None, flags: Sequence[str] = ()) -> dict:
     """evaluate_birthplace.py, in this process; its scores come back through --results_path (JSON), not from its
-    log. `wiki`: the wiki.txt its records are grounded in, where the TSV is not beside it (a held-out split)."""
-    argv = ["--eval_corpus_path", str(tsv), "--outputs_path", str(predictions)]
+    log. `wiki`: the wiki.txt its records are grounded in, where the TSV is not beside it (a held-out split);
+    `flags`: more of its flags (e.g. --answer_from_recitation True)."""
+    argv = ["--eval_corpus_path", str(tsv), "--outputs_path", str(predictions), *flags]
     argv += ["--wiki_path", str(wiki)] if wiki else []
     argv += ["--baseline", "london"] if baseline else ["--model_name_or_path", str(model_dir)]
     scores_path = predictions.with_name(predictions.name + ".json")

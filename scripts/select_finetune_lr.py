@@ -3,10 +3,11 @@
 The training TSV is split once (a seeded shuffle): `--holdout` questions are set aside and the rest finetune the
 model at each rate of `--learning_rates`; the rate with the best held-out exact match wins (ties: the earlier one
 in the list). With `--final` the model is then finetuned on the whole training set at that rate and evaluated on
-dev (and test predictions are written), so the dev score never chose anything. Writes `selection.json` (after every
-point, atomically) into --out_dir; the finetuned models of the sweep are deleted unless --keep_models. A kept model
-and its held-out records (`*.holdout.predictions.records.jsonl`) are what scripts/abstention.py chooses an abstention
-threshold on (docs/confidence.md).
+dev (and test predictions are written), so the dev score never chose anything. `--eval_extra` reaches every
+evaluation alike (e.g. `--answer_from_recitation True`: the rate is then chosen for the way the model will
+answer). Writes `selection.json` (after every point, atomically) into --out_dir; the finetuned models of the
+sweep are deleted unless --keep_models. A kept model and its held-out records (`*.holdout.predictions.records.jsonl`)
+are what scripts/abstention.py chooses an abstention threshold on (docs/confidence.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from run_experiments import check_stage_flags, evaluate, finetune_command, run
 
+import evaluate_birthplace
 from data_scripts import DataFileError, load_qa_tsv
 from training.files import atomic_write_json
 
@@ -73,6 +75,18 @@ def extra_flags(extra: str) -> list[str]:
     return flags
 
 
+def eval_flags(text: str) -> list[str]:
+    """--eval_extra as evaluate_birthplace.py flags, checked against its parser before any finetuning."""
+    try:
+        flags = shlex.split(text)
+        _, unknown = evaluate_birthplace.build_parser().parse_known_args(["--eval_corpus_path", "-", *flags])
+    except (ValueError, SystemExit) as err:
+        sys.exit(f"--eval_extra {text!r}: evaluate_birthplace.py cannot take it ({err})")
+    if unknown:
+        sys.exit(f"--eval_extra {text!r}: evaluate_birthplace.py has no {' '.join(unknown)}")
+    return flags
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_name_or_path", help="A pretrained chargpt folder (not needed with --split_only).")
@@ -83,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split_seed", type=int, default=0, help="Seed of the split (the same for every model).")
     parser.add_argument("--seed", type=int, default=0, help="Finetuning seed.")
     parser.add_argument("--extra", default="", help="Extra flags for train_finetune.py (quoted), e.g. a --preset.")
+    parser.add_argument("--eval_extra", default="",
+                        help="Extra flags for every evaluate_birthplace.py run (quoted), e.g. "
+                        "'--answer_from_recitation True'.")
     parser.add_argument("--final", action="store_true",
                         help="Finetune on the whole training set at the chosen rate; evaluate on dev and test.")
     parser.add_argument("--keep_models", action="store_true", help="Keep the sweep's finetuned models.")
@@ -113,10 +130,11 @@ def main() -> None:
         if not path.is_file():
             sys.exit(f"--data_dir {data}: {path.name} is missing")
     rates = parse_rates(opts.learning_rates)
-    extra = extra_flags(opts.extra)
+    extra, judged = extra_flags(opts.extra), eval_flags(opts.eval_extra)
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
     summary: dict = {"model": str(model), "command": shlex.join(["python", *sys.argv]), "extra": opts.extra,
+                     "eval_extra": opts.eval_extra,
                      "holdout": opts.holdout, "split_seed": opts.split_seed, "seed": opts.seed, "points": []}
 
     def save() -> None:
@@ -131,7 +149,8 @@ def main() -> None:
     for lr in rates:
         tag = f"lr{lr:g}"
         fin_dir, seconds = finetune(train_part, lr, tag)
-        held = evaluate(fin_dir, held_part, out / f"{tag}.holdout.predictions", out / f"{tag}.holdout.log", wiki=wiki)
+        held = evaluate(fin_dir, held_part, out / f"{tag}.holdout.predictions", out / f"{tag}.holdout.log", wiki=wiki,
+                        flags=judged)
         if "correct" not in held:
             sys.exit(f"{out / f'{tag}.holdout.log'}: the evaluation wrote no scores (--results_path JSON)")
         summary["points"].append({"learning_rate": lr, "finetune_seconds": round(seconds, 1), "holdout": held})
@@ -147,10 +166,11 @@ def main() -> None:
         fin_dir, seconds = finetune(train_tsv, chosen, "final")
         final = {"learning_rate": chosen, "finetune_seconds": round(seconds, 1), "model": str(fin_dir)}
         if dev.is_file():
-            final["dev"] = evaluate(fin_dir, dev, out / "final.dev.predictions", out / "final.dev.log")
+            final["dev"] = evaluate(fin_dir, dev, out / "final.dev.predictions", out / "final.dev.log", flags=judged)
             print(f"final: dev {final['dev'].get('accuracy', '-')}%  finetune {seconds:.0f}s", flush=True)
         if test.is_file():
-            final["test"] = evaluate(fin_dir, test, out / "final.test.predictions", out / "final.test.log")
+            final["test"] = evaluate(fin_dir, test, out / "final.test.predictions", out / "final.test.log",
+                                     flags=judged)
         summary["final"] = final
     summary["total_seconds"] = round(time.perf_counter() - start, 1)
     save()

@@ -223,8 +223,16 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     cmd = [sys.executable, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pre), "--data_dir",
            str(world), "--out_dir", str(out), "--learning_rates", "1e-4,1e-3", "--holdout", "10", "--final",
            "--threads", "1", "--extra", "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
-    printed = run_ok(cmd)
+    printed = run_ok([*cmd, "--eval_extra", "--max_new_tokens 3"])
     summary = json.loads((out / "selection.json").read_text())
+    # --eval_extra reached every evaluation: the held-out, dev and test answers alike are at most 3 characters
+    answered = [out / f"lr{lr:g}.holdout.predictions" for lr in (1e-4, 1e-3)] + [out / "final.dev.predictions",
+                                                                                 out / "final.test.predictions"]
+    assert all(len(line) <= 3 for path in answered for line in path.read_text().splitlines())
+    assert summary["eval_extra"] == "--max_new_tokens 3"
+    bad = subprocess.run([*cmd, "--eval_extra", "--max_new_tokns 3"], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "has no --max_new_tokns" in bad.stderr
     points = summary["points"]
     assert [p["learning_rate"] for p in points] == [1e-4, 1e-3]
     assert all(p["holdout"]["total"] == 10 and p["finetune_seconds"] > 0 for p in points)
@@ -418,6 +426,12 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         assert f"({row['dev_correct']}/20) | {cell}" in printed
     dry = run_ok([*cmd, "--no_confidence", "--dry_run"]).splitlines()
     assert dry == [line.replace(" --keep_models", "") for line in planned[:4]]
+    spans = run_ok([*cmd, "--answer_from_recitation", "--dry_run"]).splitlines()  # every reciting evaluation
+    # split and pretraining (with its plain finetuning) as before; the selections (seeds 0, 1) pass the flag to every
+    # evaluation; step 4's held-out model answers dev with it; abstention.py reads what it wrote
+    flag = {2: " --eval_extra '--answer_from_recitation True'", 3: " --eval_extra '--answer_from_recitation True'",
+            4: " --answer_from_recitation True", 6: " --answer_from_recitation True"}
+    assert spans == [line + flag.get(i, "") for i, line in enumerate(planned)]
     for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--data_dir", str(tmp_path)], "wiki.txt is missing"),
                       (["--target_precision", "1.5"], "--target_precision 1.5")):
         proc = subprocess.run([*cmd, *bad], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
