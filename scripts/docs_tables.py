@@ -839,16 +839,18 @@ def span_answers(results: Results) -> str:
     question set, with the held-out abstention threshold applied to the span answers on dev."""
     labels = (("holdout", "400 held-out training questions (held-out model)"),
               ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
-    rows = []
-    for seed, run in sorted(results["cpu_fp32_span_answers"]["seeds"].items()):
+    data, rows = results["cpu_fp32_span_answers"], []
+    groups = [("learned", data["seeds"]), ("rope", data.get("rope_seeds", {}))]
+    for variant, seed, run in ((v, seed, run) for v, runs in groups for seed, run in sorted(runs.items())):
         for key, label in labels:
             point = run[key]
-            rows.append([seed, label, score(point["free_decoding"]), f"**{score(point['answer_from_recitation'])}**",
+            rows.append([f"{variant}, {seed}", label, score(point["free_decoding"]),
+                         f"**{score(point['answer_from_recitation'])}**",
                          f"{point['changed_right']} / {point['changed_wrong']}"])
         at = run["abstention"]["dev"]
-        rows.append([seed, "dev (held-out model), abstaining below the held-out 80% threshold", "—",
+        rows.append([f"{variant}, {seed}", "dev (held-out model), abstaining below the held-out 80% threshold", "—",
                      f"{pct(at['precision'])} precision / {pct(at['coverage'])} coverage", "—"])
-    return table(["seed", "questions", "free decoding", "`--answer_from_recitation True`",
+    return table(["positions, seed", "questions", "free decoding", "`--answer_from_recitation True`",
                   "wrong → right / right → wrong"], rows)
 
 
