@@ -13,6 +13,8 @@ are what scripts/abstention.py chooses an abstention threshold on (docs/confiden
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import random
 import shlex
@@ -77,11 +79,14 @@ def extra_flags(extra: str) -> list[str]:
 
 def eval_flags(text: str) -> list[str]:
     """--eval_extra as evaluate_birthplace.py flags, checked against its parser before any finetuning."""
+    said = io.StringIO()
     try:
         flags = shlex.split(text)
-        _, unknown = evaluate_birthplace.build_parser().parse_known_args(["--eval_corpus_path", "-", *flags])
+        with contextlib.redirect_stderr(said):  # argparse prints usage lines before it exits: keep its last line
+            _, unknown = evaluate_birthplace.build_parser().parse_known_args(["--eval_corpus_path", "-", *flags])
     except (ValueError, SystemExit) as err:
-        sys.exit(f"--eval_extra {text!r}: evaluate_birthplace.py cannot take it ({err})")
+        why = said.getvalue().strip().splitlines()[-1:] or [str(err)]
+        sys.exit(f"--eval_extra {text!r}: evaluate_birthplace.py cannot take it ({why[0]})")
     if unknown:
         sys.exit(f"--eval_extra {text!r}: evaluate_birthplace.py has no {' '.join(unknown)}")
     return flags

@@ -233,6 +233,9 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     bad = subprocess.run([*cmd, "--eval_extra", "--max_new_tokns 3"], cwd=ROOT, env=ENV, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "has no --max_new_tokns" in bad.stderr
+    bad = subprocess.run([*cmd, "--eval_extra", "--max_new_tokens many"], cwd=ROOT, env=ENV, capture_output=True,
+                         text=True, timeout=120)  # a known flag, a bad value: argparse's usage lines are not shown
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "invalid int value" in bad.stderr
     points = summary["points"]
     assert [p["learning_rate"] for p in points] == [1e-4, 1e-3]
     assert all(p["holdout"]["total"] == 10 and p["finetune_seconds"] > 0 for p in points)
