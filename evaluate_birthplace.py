@@ -31,7 +31,7 @@ from evaluation.records import (
     write_records,
 )
 from evaluation.report_html import report_path_for, write_report
-from evaluation.spans import answer_from_recitation
+from evaluation.spans import answer_from_recitation, continue_recitations
 from training import (
     UsageError,
     atomic_write_json,
@@ -70,6 +70,10 @@ class EvalArguments:
     answer_from_recitation: bool = field(default=False, metadata={
         "help": "A reciting model (--recite True) answers with the span (1-3 words) of its own recitation it finds "
                 "most probable as the place where the recitation stops (evaluation/spans.py), not by free decoding."})
+    continue_recitation: bool = field(default=False, metadata={
+        "help": "With --answer_from_recitation: a recitation cut at its limit (3/4 of the block) is continued, MASK "
+                "forbidden, and the spans reaching into the continuation compete too, each scored as 'recitation "
+                "MASK span MASK' (the finetuning rows of long lines)."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
 
@@ -86,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--abstain_below {args.abstain_below}: must be a probability between 0 and 1 (exclusive)")
     if args.answer_from_recitation and args.baseline:
         raise UsageError("--answer_from_recitation needs a reciting model; the London baseline has none")
+    if args.continue_recitation and not args.answer_from_recitation:
+        raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
     if args.abstain_below is not None and args.baseline:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
@@ -116,8 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             names = [asked_person(q) for q in questions]
             contexts = recitations = recite(model, tokenizer, names, args.batch_size)
         if args.answer_from_recitation:
+            more = continue_recitations(model, tokenizer, recitations, args.batch_size) if args.continue_recitation \
+                else None
             recitations, spans = answer_from_recitation(model, tokenizer, names, recitations,
-                                                        max_chars=args.max_new_tokens, batch_size=args.batch_size)
+                                                        max_chars=args.max_new_tokens, batch_size=args.batch_size,
+                                                        continuations=more)
             contexts = recitations  # each cut right after its chosen span
             free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
             decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], args.batch_size,

@@ -83,8 +83,10 @@ def greedy_until_mask(
     show_progress: bool = True,
     cache_implementation: str = "static",
     desc: str = "generating",
+    forbid_mask: bool = False,
 ) -> list[str]:
-    """Greedy-decode up to `max_new_tokens` characters after each prompt; each text ends at the next MASK.
+    """Greedy-decode up to `max_new_tokens` characters after each prompt; each text ends at the next MASK (with
+    `forbid_mask`, MASK is never chosen and every text runs to `max_new_tokens`).
 
     Prompts are sorted by length so each left-padded batch wastes little; correct position ids make every row equal
     to its prompt decoded alone. The static (preallocated) KV cache writes each new key in place instead of growing
@@ -105,6 +107,7 @@ def greedy_until_mask(
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=mask_id,
             cache_implementation=cache_implementation,
+            suppress_tokens=[mask_id] if forbid_mask else None,
         )
         for i, row in zip(idx, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
             end = row.index(mask_id) if mask_id in row else len(row)

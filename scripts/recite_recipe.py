@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--answer_from_recitation", action="store_true",
                         help="Every evaluation of the reciting models answers with a span of the recitation "
                         "(evaluate_birthplace.py --answer_from_recitation True): the rate is chosen that way too.")
+    parser.add_argument("--continue_recitation", action="store_true",
+                        help="With --answer_from_recitation: recitations cut at their limit are continued and the "
+                        "continuation's spans compete too (evaluate_birthplace.py --continue_recitation True).")
     parser.add_argument("--no_confidence", dest="confidence", action="store_false",
                         help="Skip step 4 (the abstention threshold chosen on the held-out questions, on dev).")
     parser.add_argument("--target_precision", type=float, default=0.8, help="Step 4's precision on the held-out.")
@@ -98,6 +101,8 @@ def check(opts: argparse.Namespace) -> None:
     seed_list(opts.seeds)
     if not 0 < opts.target_precision <= 1:
         sys.exit(f"error: --target_precision {opts.target_precision}: must be in (0, 1]")
+    if opts.continue_recitation and not opts.answer_from_recitation:
+        sys.exit("error: --continue_recitation only changes --answer_from_recitation; give both")
     both, pretrain = stage_flags(opts)
     try:
         both_flags, pretrain_flags = shlex.split(both), shlex.split(pretrain)
@@ -137,10 +142,14 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
 
 
 def span_flags(opts: argparse.Namespace, wrap: str | None = None) -> list[str]:
-    """The evaluation flag of --answer_from_recitation (as the value of `wrap`, a script's pass-through flag)."""
+    """The evaluation flags of --answer_from_recitation and --continue_recitation (as the value of `wrap`, a script's
+    pass-through flag)."""
     if not opts.answer_from_recitation:
         return []
-    return [wrap, "--answer_from_recitation True"] if wrap else ["--answer_from_recitation", "True"]
+    flags = ["--answer_from_recitation", "True"]
+    if opts.continue_recitation:
+        flags += ["--continue_recitation", "True"]
+    return [wrap, " ".join(flags)] if wrap else flags
 
 
 def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
@@ -188,6 +197,7 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
                     "chosen on held-out training questions", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "variant": opts.variant, "n_embd": opts.n_embd,
             "pretrain_epochs": opts.pretrain_epochs, "answer_from_recitation": opts.answer_from_recitation,
+            "continue_recitation": opts.continue_recitation,
             "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),
             "dev_std": round(statistics.stdev(dev), 1) if len(dev) > 1 else None}
 

@@ -317,6 +317,15 @@ def test_a_threshold_outside_0_1_is_one_line(value, world, tiny_model, tmp_path,
         assert _one_error_line(capsys) == f"error: --target_precision {float(value)}: must be in (0, 1]"
 
 
+def test_continue_recitation_without_span_answers_is_one_line(world, tiny_model, tmp_path, capsys):
+    argv = ["--model_name_or_path", str(tiny_model), "--eval_corpus_path", str(world / "birth_dev.tsv"),
+            "--outputs_path", str(tmp_path / "p" / "dev.predictions"), "--continue_recitation", "True"]
+    assert run_cli(evaluate_birthplace.main, argv) == 1
+    assert _one_error_line(capsys) == ("error: --continue_recitation True only changes --answer_from_recitation True; "
+                                       "give both")
+    assert not (tmp_path / "p").exists()
+
+
 def test_a_model_without_a_vocabulary_is_one_line(world, tiny_model, tmp_path, capsys):
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)

@@ -435,8 +435,12 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     flag = {2: " --eval_extra '--answer_from_recitation True'", 3: " --eval_extra '--answer_from_recitation True'",
             4: " --answer_from_recitation True", 6: " --answer_from_recitation True"}
     assert spans == [line + flag.get(i, "") for i, line in enumerate(planned)]
+    more = run_ok([*cmd, "--answer_from_recitation", "--continue_recitation", "--dry_run"]).splitlines()
+    assert more == [line.replace("--answer_from_recitation True", "--answer_from_recitation True --continue_recitation "
+                                 "True") for line in spans]
     for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--data_dir", str(tmp_path)], "wiki.txt is missing"),
-                      (["--target_precision", "1.5"], "--target_precision 1.5")):
+                      (["--target_precision", "1.5"], "--target_precision 1.5"),
+                      (["--continue_recitation"], "--continue_recitation only changes --answer_from_recitation")):
         proc = subprocess.run([*cmd, *bad], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr

@@ -14,7 +14,7 @@ from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitat
 from data_scripts.recitation import recitation_text
 from evaluation import check_questions, greedy_until_mask, recite
 from evaluation.records import build_records, score_answers, score_recitations
-from evaluation.spans import answer_from_recitation, recitation_spans
+from evaluation.spans import answer_from_recitation, continue_recitations, recitation_spans
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",
@@ -79,13 +79,19 @@ def one_by_one(model, names: list[str]) -> tuple[list[str], list[str]]:
     return contexts, answers
 
 
-def test_batched_recitation_and_answer_equal_decoding_each_name_alone():
+def mask_prone_model() -> CharGPTForCausalLM:
+    """A random reciting model (block 32) that says MASK often: some recitations stop early, some run to the limit."""
     torch.manual_seed(0)
     config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16,
                            position_embedding_type="rope", answer_format="recite")
     model = CharGPTForCausalLM(config).eval()
-    with torch.no_grad():  # make MASK likely, so that some recitations stop early and some run to the limit
+    with torch.no_grad():
         model.lm_head.weight[TOKENIZER.mask_token_id] += 0.4 * model.lm_head.weight.std() * torch.randn(16)
+    return model
+
+
+def test_batched_recitation_and_answer_equal_decoding_each_name_alone():
+    model = mask_prone_model()
     names = ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ann L", "Ek Bo"]  # some of one length: batched together
     contexts = recite(model, TOKENIZER, names, batch_size=3, show_progress=False)
     answers = greedy_until_mask(model, TOKENIZER, [c + MASK_CHAR for c in contexts], 3, 8, show_progress=False)
@@ -177,6 +183,21 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
             assert (record["answer"], len(recited)) in candidates
             chosen += 1
     assert chosen > 10
+    # --continue_recitation: recitations cut at the limit may answer with a word of what follows the cut
+    run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(scrambled),
+            "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
+            "--answer_from_recitation", "True", "--continue_recitation", "True"])
+    beyond = 0
+    for record in map(json.loads, spans.with_name(spans.name + ".records.jsonl").read_text().splitlines()):
+        name, recited = record["question"][len("Where was "):-len(" born?")], record["recitation"]
+        candidates = recitation_spans(name, recited)
+        if (record["answer"], len(recited)) in candidates:
+            continue
+        if len(recited) < recitation_limit(64):
+            assert not candidates  # no span to choose: answered the usual way
+        else:
+            beyond += 1  # kept whole: the span reached past the cut
+    assert beyond > 0
     plain = subprocess.run([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(pre),
                             "--eval_corpus_path", str(world / "birth_dev.tsv"), "--answer_from_recitation", "True"],
                            cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
@@ -203,6 +224,15 @@ def test_span_candidates_are_word_runs_of_the_recitation_after_the_name():
     assert recitation_spans("Ann Lee", "Ann Lee") == []
 
 
+def whole_output_logprob(model, name: str, prefix: str, span: str) -> float:
+    """log P(``prefix MASK span MASK`` after `name`), one unpadded sequence scored alone."""
+    mask = TOKENIZER.mask_token_id
+    ids = TOKENIZER.encode_text(prefix) + [mask] + TOKENIZER.encode_text(span) + [mask]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids[:-1]])).logits[0].double(), -1)
+    return sum(float(logprobs[t - 1, ids[t]]) for t in range(len(name), len(ids)))
+
+
 def test_the_chosen_span_is_the_most_probable_whole_output():
     """answer_from_recitation picks, among the spans, the one whose ``recitation[:end] MASK span MASK`` the model gives
     the highest probability (each sequence scored alone here, unbatched), and cuts the recitation after it."""
@@ -213,20 +243,46 @@ def test_the_chosen_span_is_the_most_probable_whole_output():
     names = ["Paris Hilton", "Ann Lee", "Bo Ek"]
     recitations = [DOCS[0][:70], DOCS[1], "Bo Ek."]  # the last has no word after the name
     cut, chosen = answer_from_recitation(model, TOKENIZER, names, recitations, batch_size=2, show_progress=False)
-    mask = TOKENIZER.mask_token_id
-
-    def whole(name: str, recitation: str, text: str, end: int) -> float:
-        ids = TOKENIZER.encode_text(recitation[:end]) + [mask] + TOKENIZER.encode_text(text) + [mask]
-        with torch.no_grad():
-            logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids[:-1]])).logits[0].double(), -1)
-        return sum(float(logprobs[t - 1, ids[t]]) for t in range(len(name), len(ids)))
-
     for name, recitation, kept, span in zip(names, recitations, cut, chosen, strict=True):
         candidates = recitation_spans(name, recitation)
         if not candidates:
             assert span is None and kept == recitation
             continue
-        best = max(candidates, key=lambda c: whole(name, recitation, *c))  # noqa: B023  (used within the loop)
+        best = max(candidates, key=lambda c: whole_output_logprob(model, name, recitation[:c[1]], c[0]))  # noqa: B023
         assert (span, kept) == (best[0], recitation[:best[1]])
     _, [short] = answer_from_recitation(model, TOKENIZER, names[:1], recitations[:1], max_chars=4, show_progress=False)
     assert short is not None and len(short) < 4  # --max_new_tokens bounds the span as it bounds a decoded answer
+
+
+def test_a_cut_recitation_is_continued_without_mask_and_its_spans_compete():
+    """--continue_recitation: only recitations cut at the limit are continued, MASK forbidden, as far as a span still
+    fits (each equal to generating it alone); a span reaching into the continuation is scored as ``recitation MASK
+    span MASK`` and keeps the recitation whole, and the most probable candidate of either kind wins."""
+    model = mask_prone_model()
+    names = ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ann L", "Ek Bo"]
+    recitations = recite(model, TOKENIZER, names, batch_size=3, show_progress=False)
+    more = continue_recitations(model, TOKENIZER, recitations, batch_size=2, show_progress=False)
+    limit, room, mask = recitation_limit(32), 32 - recitation_limit(32) - 2, TOKENIZER.mask_token_id
+    assert {len(r) == limit for r in recitations} == {True, False}  # both kinds are here
+    for recitation, text in zip(recitations, more, strict=True):
+        if len(recitation) < limit:
+            assert text == ""
+            continue
+        ids = torch.tensor([TOKENIZER.encode_text(recitation)])
+        out = model.generate(ids, max_new_tokens=room, do_sample=False, eos_token_id=mask, suppress_tokens=[mask],
+                             pad_token_id=TOKENIZER.pad_token_id)[0, ids.shape[1]:].tolist()
+        assert text == "".join(TOKENIZER.itos[t] for t in out) and len(text) == room and MASK_CHAR not in text
+
+    model = CharGPTForCausalLM(CharGPTConfig(**{**model.config.to_dict(), "block_size": 96})).eval()
+    names, recitations, more = ["Bo Ek", "Bo Ek"], [DOCS[2][:72], "Bo Ek. . . ."], [DOCS[2][72:90], "Oslo ."]
+    cut, chosen = answer_from_recitation(model, TOKENIZER, names, recitations, continuations=more,
+                                         show_progress=False)
+    assert (chosen[1], cut[1]) == ("Oslo", recitations[1])  # the only word is in the continuation
+
+    def score(c: tuple[str, int]) -> float:
+        return whole_output_logprob(model, names[0], recitations[0][:min(c[1], 72)], c[0])
+
+    candidates = recitation_spans(names[0], recitations[0] + more[0])
+    assert any(end > 72 for _, end in candidates)
+    best = max(candidates, key=score)
+    assert (chosen[0], cut[0]) == (best[0], recitations[0][:min(best[1], 72)])
