@@ -854,6 +854,26 @@ def span_answers(results: Results) -> str:
                   "wrong → right / right → wrong"], rows)
 
 
+def span_continue(results: Results) -> str:
+    """docs/results.md: --answer_from_recitation alone against with --continue_recitation, on the same models, per
+    question set, and the held-out abstention threshold of each on dev."""
+    labels = (("holdout", "400 held-out training questions (held-out model)"),
+              ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
+    rows = []
+    for name, run in results["cpu_fp32_span_answers"]["continue_recitation"]["runs"].items():
+        who = f"{name} (lr {run['learning_rate']:g})"
+        for key, label in labels:
+            point = run[key]
+            rows.append([who, label, score(point["answer_from_recitation"]),
+                         f"**{score(point['continue_recitation'])}**",
+                         f"{point['changed_right']} / {point['changed_wrong']}"])
+        at = {kind: run["abstention"][kind]["dev"] for kind in ("answer_from_recitation", "continue_recitation")}
+        rows.append([who, "dev (held-out model), abstaining below the held-out 80% threshold",
+                     *(f"{pct(a['precision'])} precision / {pct(a['coverage'])} coverage" for a in at.values()), "—"])
+    return table(["positions, seed (rate)", "questions", "`--answer_from_recitation True`",
+                  "and `--continue_recitation True`", "wrong → right / right → wrong"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- confidence
 
 
@@ -1008,8 +1028,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_train,
-    bench_train_bf16, bench_eval, bf16_epoch_seconds, performance, confidence_demo, confidence_threshold,
+    recitation_rates, span_answers, span_continue, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings,
+    bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds, performance, confidence_demo, confidence_threshold,
     confidence_demo_mixed, confidence_recite, confidence_recite_grounded, confidence_h100, presets)}
 
 
