@@ -42,7 +42,8 @@
 # 400 held-out, the final finetuning, dev and test, and the held-out model's abstention threshold (issue 24)
 #   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's
 #      selection, abstention, predictions and logs; span/: the held-out and final models answering again with
-#      --answer_from_recitation True), recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the first seed's)
+#      --answer_from_recitation True; span-cont/: with --continue_recitation True too), recite_lm_pretrain.log,
+#      recite_lm_coverage_accuracy.png (the first seed's)
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -125,16 +126,20 @@ confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2:
 }
 
 span_answers() {  # issue 21: the folder $1's final model and held-out model $2 answer again with
-  # --answer_from_recitation True (the held-out questions first: where the choice is judged), into $1/span
-  local sel=$1 tag=$2 job model corpus name
-  for job in "$tag-finetune:$sel/split/holdout.tsv:$tag.holdout" "$tag-finetune:$DATA/birth_dev.tsv:$tag.dev" \
-             "final-finetune:$DATA/birth_dev.tsv:final.dev" "final-finetune:$DATA/birth_test_inputs.tsv:final.test"; do
-    IFS=: read -r model corpus name <<< "$job"
-    [ -f "$sel/$model/config.json" ] && [ "$(left)" -ge 20 ] || continue
-    stage "span answers: $sel/$model on $corpus ($(left)s left)"
-    timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$model" --eval_corpus_path "$corpus" \
-      --wiki_path "$DATA/wiki.txt" --outputs_path "$sel/span/$name.predictions" --answer_from_recitation True \
-      --results_path "$sel/span/$name.json" || echo "span answers of $name ended with status $?"
+  # --answer_from_recitation True (the held-out questions first: where the choice is judged), into $1/span, then
+  # with --continue_recitation True as well, into $1/span-cont
+  local sel=$1 tag=$2 job model corpus name dir more
+  for dir in span span-cont; do
+    more=(); [ "$dir" = span-cont ] && more=(--continue_recitation True)
+    for job in "$tag-finetune:$sel/split/holdout.tsv:$tag.holdout" "$tag-finetune:$DATA/birth_dev.tsv:$tag.dev" \
+               "final-finetune:$DATA/birth_dev.tsv:final.dev" "final-finetune:$DATA/birth_test_inputs.tsv:final.test"; do
+      IFS=: read -r model corpus name <<< "$job"
+      [ -f "$sel/$model/config.json" ] && [ "$(left)" -ge 20 ] || continue
+      stage "span answers ($dir): $sel/$model on $corpus ($(left)s left)"
+      timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$model" --eval_corpus_path "$corpus" \
+        --wiki_path "$DATA/wiki.txt" --outputs_path "$sel/$dir/$name.predictions" --answer_from_recitation True \
+        "${more[@]}" --results_path "$sel/$dir/$name.json" || echo "span answers of $name ($dir) ended with status $?"
+    done
   done
 }
 
