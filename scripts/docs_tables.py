@@ -867,9 +867,10 @@ def span_continue(results: Results) -> str:
             rows.append([who, label, score(point["answer_from_recitation"]),
                          f"**{score(point['continue_recitation'])}**",
                          f"{point['changed_right']} / {point['changed_wrong']}"])
-        at = {kind: run["abstention"][kind]["dev"] for kind in ("answer_from_recitation", "continue_recitation")}
-        rows.append([who, "dev (held-out model), abstaining below the held-out 80% threshold",
-                     *(f"{pct(a['precision'])} precision / {pct(a['coverage'])} coverage" for a in at.values()), "—"])
+        for key, target in (("abstention", 80), ("abstention_target_90", 90)):
+            at = [run[key][kind]["dev"] for kind in ("answer_from_recitation", "continue_recitation")]
+            rows.append([who, f"dev (held-out model), abstaining below the held-out {target}% threshold",
+                         *(f"{pct(a['precision'])} precision / {pct(a['coverage'])} coverage" for a in at), "—"])
     return table(["positions, seed (rate)", "questions", "`--answer_from_recitation True`",
                   "and `--continue_recitation True`", "wrong → right / right → wrong"], rows)
 
