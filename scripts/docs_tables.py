@@ -834,15 +834,17 @@ def performance(results: Results) -> str:
     return table(["measurement", "result"], rows)
 
 
+SPAN_QUESTION_SETS = (("holdout", "400 held-out training questions (held-out model)"),
+                      ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
+
+
 def span_answers(results: Results) -> str:
     """docs/results.md: free decoding against --answer_from_recitation on the same reciting models, per seed and
     question set, with the held-out abstention threshold applied to the span answers on dev."""
-    labels = (("holdout", "400 held-out training questions (held-out model)"),
-              ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
     data, rows = results["cpu_fp32_span_answers"], []
     groups = [("learned", data["seeds"]), ("rope", data.get("rope_seeds", {}))]
     for variant, seed, run in ((v, seed, run) for v, runs in groups for seed, run in sorted(runs.items())):
-        for key, label in labels:
+        for key, label in SPAN_QUESTION_SETS:
             point = run[key]
             rows.append([f"{variant}, {seed}", label, score(point["free_decoding"]),
                          f"**{score(point['answer_from_recitation'])}**",
@@ -857,12 +859,10 @@ def span_answers(results: Results) -> str:
 def span_continue(results: Results) -> str:
     """docs/results.md: --answer_from_recitation alone against with --continue_recitation, on the same models, per
     question set, and the held-out abstention threshold of each on dev."""
-    labels = (("holdout", "400 held-out training questions (held-out model)"),
-              ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
     rows = []
     for name, run in results["cpu_fp32_span_answers"]["continue_recitation"]["runs"].items():
         who = f"{name} (lr {run['learning_rate']:g})"
-        for key, label in labels:
+        for key, label in SPAN_QUESTION_SETS:
             point = run[key]
             rows.append([who, label, score(point["answer_from_recitation"]),
                          f"**{score(point['continue_recitation'])}**",
