@@ -267,6 +267,7 @@ def headline_rows(results: Results) -> list[dict]:
                         "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
         dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        dict(_span_row(results), readme=True),
         dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
@@ -323,6 +324,29 @@ def _recitation_row(results: Results, names: list[str], recipe: str, how: str = 
                 "wall": " / ".join(f"{p:.1f} + {f:.1f}" for p, f in minutes) + " min"}
     mean = f"{statistics.mean(p for p, _ in minutes):.1f} + {statistics.mean(f for _, f in minutes):.1f}"
     return {**row, "wall": f"{mean} min (at most {max(p + f for p, f in minutes):.1f})"}
+
+
+def _span_row(results: Results, variant: str = "rope") -> dict:
+    """The recitation recipe at 150 epochs answering with spans of the recitation and its continuation
+    (cpu_fp32_span_answers.json): one row, each seed's dev score and pretraining time (its machine's own)."""
+    data = results["cpu_fp32_span_answers"]
+    runs = {int(name.split(", ")[1]): run for name, run in data["continue_recitation"]["runs"].items()
+            if name.startswith(f"{variant}, ")}
+    seeds = sorted(runs)
+    made = [data["rope_seeds"][str(s)]["run"] for s in seeds]
+    machines = {run.get("hardware", data["hardware"]) for run in made}
+    acc = [runs[s]["dev"]["continue_recitation"]["accuracy"] for s in seeds]
+    rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
+    which = "" if seeds == list(range(len(seeds))) else f", seeds {', '.join(map(str, seeds))}"
+    return {"variant": f"{variant}, 4 layers × 128 dims",
+            "recipe": "the same recipe (150 epochs), answering with **the most probable span of the recitation** "
+                      f"(`--answer_from_recitation True --continue_recitation True`; lr {', '.join(rates)}, chosen "
+                      "on held-out)",
+            "hardware": f"{short_hardware(next(iter(machines)))}, fp32"
+                        + (f" ({len(machines)} machines)" if len(machines) > 1 else ""),
+            "wall": "pretraining " + " / ".join(f"{run['pretrain_seconds'] / 60:.1f}" for run in made) + " min",
+            "dev": f"{spread(acc)} ({seeds_list(acc)}){which}",
+            "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
 
 def _headline(rows: list[dict], link: str) -> str:

@@ -148,3 +148,31 @@ def test_the_readme_is_a_front_page_and_its_links_resolve():
             if anchor:
                 headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", linked.read_text(), re.M)}
                 assert anchor in headings, f"{path.name}: a link to {target}#{anchor}, no such heading"
+
+
+def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
+    """README's span-answers row: the continuation's dev score of every rope seed, each seed's own pretraining time,
+    and '(2 machines)' once a seed's run names a machine of its own."""
+    from scripts.docs_tables import headline_rows
+
+    def span_row(results: Results) -> dict:
+        return next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"])
+
+    data = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
+    runs = {name: run for name, run in data["continue_recitation"]["runs"].items() if name.startswith("rope, ")}
+    row = span_row(Results())
+    for run in runs.values():
+        assert f"{run['dev']['continue_recitation']['accuracy']:.1f}" in row["dev"]
+    for seed in (name.split(", ")[1] for name in runs):
+        assert f"{data['rope_seeds'][seed]['run']['pretrain_seconds'] / 60:.1f}" in row["wall"]
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    for seed in data["rope_seeds"].values():
+        seed["run"].pop("hardware", None)  # every seed on the file's machine
+    (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
+    assert span_row(Results(tmp_path / "results"))["hardware"] == "2 AMD EPYC cores, no AMX, fp32"
+    first = next(iter(data["rope_seeds"].values()))
+    first["run"]["hardware"] = "2 cores of a Xeon with AMX"
+    runs["rope, 0"]["dev"]["continue_recitation"]["accuracy"] = 12.3
+    (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
+    row = span_row(Results(tmp_path / "results"))
+    assert row["hardware"].endswith("(2 machines)") and "12.3" in row["dev"]
