@@ -13,6 +13,10 @@ recitation rows in pretraining"):
   4. per seed, unless --no_confidence (issue 24, docs/confidence.md): the held-out model at the chosen rate (kept by
      step 3's --keep_models; it never saw the held-out questions) answers dev, and abstention.py chooses the
      threshold for --target_precision on the held-out questions and applies it to dev.
+  5. per seed, with --choose_final_questions: choose_final_questions.py decides on halves of the held-out questions
+     whether the final model should be finetuned on all training questions (step 3's) or only on those pretraining
+     mixed in (the held-out model); the held-out model answers dev and test, and the seed's dev and test answers
+     are the chosen model's.
 Then probe_recall.py's probe of each pretrained model (how many dev places it continues its own wiki.txt line with:
 what it stored, beside what it answers). Writes OUT/results.json (every seed and the mean) and prints a table;
 `--dry_run` prints the commands only (CHOSEN stands for the rate step 3 chooses).
@@ -32,6 +36,7 @@ from pathlib import Path
 from probe_recall import probe
 from run_experiments import check_stage_flags
 
+from evaluation.records import read_records
 from training.files import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no_confidence", dest="confidence", action="store_false",
                         help="Skip step 4 (the abstention threshold chosen on the held-out questions, on dev).")
     parser.add_argument("--target_precision", type=float, default=0.8, help="Step 4's precision on the held-out.")
+    parser.add_argument("--choose_final_questions", action="store_true",
+                        help="Step 5: the final model finetuned on all training questions or only on the mixed ones "
+                        "(the held-out model), whichever answers more of halves of the held-out questions.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
     return parser
@@ -129,7 +137,8 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
                      "--threads", str(opts.threads), "--extra", f"{both} --recite True", "--final",
-                     *(["--keep_models"] if opts.confidence else []), *span_flags(opts, "--eval_extra")])
+                     *(["--keep_models"] if opts.confidence or opts.choose_final_questions else []),
+                     *span_flags(opts, "--eval_extra")])
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds += [[py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
@@ -138,6 +147,16 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                  [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--dev",
                   f"{chosen}.dev.predictions", "--target_precision", str(opts.target_precision), "--out_dir",
                   str(chosen.parent / "abstention")]]
+    for seed in seeds if opts.choose_final_questions else []:
+        chosen = where["select"] / f"seed{seed}" / CHOSEN
+        cmds.append([py, "scripts/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
+                     opts.data_dir, "--threads", str(opts.threads)])
+        for split, tsv in (("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")):
+            if split == "dev" and opts.confidence:
+                continue  # step 4 wrote it
+            cmds.append([py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune",
+                         "--eval_corpus_path", str(Path(opts.data_dir) / tsv), "--outputs_path",
+                         f"{chosen}.{split}.predictions", *span_flags(opts)])
     return cmds
 
 
@@ -192,14 +211,31 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
                                                    "holdout": confidence["holdout"]["chosen"],
                                                    "dev": confidence["dev"].get("at_threshold"),
                                                    "file": str(abstention)}})
+        if opts.choose_final_questions:
+            rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
     return {"what": "scripts/recite_recipe.py: uncorrupted documents + recitation rows, then --recite True at a rate "
                     "chosen on held-out training questions", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "variant": opts.variant, "n_embd": opts.n_embd,
             "pretrain_epochs": opts.pretrain_epochs, "answer_from_recitation": opts.answer_from_recitation,
-            "continue_recitation": opts.continue_recitation,
+            "continue_recitation": opts.continue_recitation, "choose_final_questions": opts.choose_final_questions,
             "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),
             "dev_std": round(statistics.stdev(dev), 1) if len(dev) > 1 else None}
+
+
+def final_questions(select_dir: Path, rate: float, row: dict) -> dict:
+    """Step 5's choice, and the seed's dev and test answers from the model it chose: the final model (all training
+    questions) or the held-out one (the mixed questions only). The other model's dev score is kept beside it."""
+    choice = json.loads((select_dir / "final_questions" / "choice.json").read_text())
+    found = {"final_questions": {key: choice[key] for key in ("choice", "mixed", "all", "questions")},
+             "dev_all_questions": row["dev"]}
+    held = select_dir / f"lr{rate:g}"
+    right = [r["correct"] for r in read_records(f"{held}.dev.predictions.records.jsonl")]
+    found["dev_mixed_questions"] = round(100 * sum(right) / len(right), 1)
+    if choice["choice"] == "mixed":
+        found.update(dev=found["dev_mixed_questions"], dev_correct=sum(right), dev_total=len(right),
+                     dev_predictions=f"{held}.dev.predictions", test_predictions=f"{held}.test.predictions")
+    return found
 
 
 def _abstaining(row: dict) -> str:
@@ -212,6 +248,15 @@ def _abstaining(row: dict) -> str:
     return f"{100 * found['dev']['precision']:.1f}% / {100 * found['dev']['coverage']:.1f}%"
 
 
+def _final_questions(row: dict) -> str:
+    """', final model on the mixed questions (held-out halves 300 vs 291)', where step 5 ran."""
+    found = row.get("final_questions")
+    if not found:
+        return ""
+    which = "the mixed questions only" if found["choice"] == "mixed" else "all questions"
+    return f", final model on {which} (held-out halves {found['mixed']} vs {found['all']})"
+
+
 def table(summary: dict) -> str:
     lines = ["| seed | pretraining | dev places stored (probe) | chosen lr | held-out | dev, plain finetuning | "
              "dev, recite then answer | held-out model abstaining on dev: precision / coverage |",
@@ -219,7 +264,8 @@ def table(summary: dict) -> str:
     for r in summary["seeds"]:
         lines.append(f"| {r['seed']} | {r['pretrain_seconds'] / 60:.1f} min | {r['stored']} of {r['stored_of']} | "
                      f"{r['learning_rate']:g} | {r['holdout']:.1f}% | {r['dev_plain_finetuning']:.1f}% | "
-                     f"{r['dev']:.1f}% ({r['dev_correct']}/{r['dev_total']}) | {_abstaining(r)} |")
+                     f"{r['dev']:.1f}% ({r['dev_correct']}/{r['dev_total']}){_final_questions(r)} | "
+                     f"{_abstaining(r)} |")
     spread = f" ± {summary['dev_std']:.1f}" if summary["dev_std"] is not None else ""
     return "\n".join(lines) + f"\n\ndev, recite then answer: {summary['dev_mean']:.1f}%{spread}"
 

@@ -291,6 +291,48 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     unfinished.write_text(json.dumps({k: v for k, v in summary.items() if k != "final"}))
     with pytest.raises(SystemExit, match="unfinished.json: not a finished select_finetune_lr.py --final run"):
         collect.selection_row(unfinished, {base["id"]: base})
+    # choose_final_questions.py: the held-out questions cut in halves; each half answered by a model finetuned like
+    # the selection's on the mixed questions plus the other half ("all"), and by the held-out model ("mixed"), whose
+    # records it reads: three of them are marked right here (a 3-step model answers none), so the count is not 0.
+    chosen = out / f"lr{summary['chosen_learning_rate']:g}.holdout.predictions.records.jsonl"
+    marked = [dict(r, correct=r["correct"] or i in (0, 3, 4)) for i, r in enumerate(map(json.loads,
+                                                                                         chosen.read_text().splitlines()))]
+    chosen.write_text("".join(json.dumps(r) + "\n" for r in marked))
+    choose = [sys.executable, "scripts/choose_final_questions.py", "--select_dir", str(out), "--data_dir", str(world),
+              "--threads", "1"]
+    printed = run_ok(choose)
+    where = out / "final_questions"
+    choice = json.loads((where / "choice.json").read_text())
+    halves = [(where / f"half{k}.tsv").read_text().splitlines() for k in (0, 1)]
+    assert sorted(halves[0] + halves[1]) == sorted(held) and len(halves[0]) == 5
+    for k in (0, 1):  # finetuned on the 30 mixed questions and the other half: 35 questions, 9 steps of 4
+        seen = (where / f"half{k}.finetune.tsv").read_text().splitlines()
+        assert sorted(seen) == sorted(part + halves[1 - k])
+        assert json.loads((where / f"half{k}-finetune" / "train_results.json").read_text())["global_step"] == 9
+        card = (where / f"half{k}-finetune" / "README.md").read_text()
+        assert f"| learning_rate | {summary['chosen_learning_rate']:g} |" in card and "| seed | 0 |" in card
+        answers = (where / f"half{k}.predictions").read_text().splitlines()
+        assert len(answers) == 5 and all(len(a) <= 3 for a in answers)  # the selection's --eval_extra reached it
+        right = {held[i] for i, r in enumerate(marked) if r["correct"]}
+        assert choice["halves"][k]["mixed"] == len(right & set(halves[k]))
+    gold = {line: line.split("\t")[1] for line in held}
+    assert choice["mixed"] == sum(r["correct"] for r in marked) >= 3
+    assert choice["all"] == sum(a == gold[q] for k in (0, 1) for q, a in zip(
+        halves[k], (where / f"half{k}.predictions").read_text().splitlines(), strict=True))
+    assert choice["mixed"] - choice["all"] == choice["only_mixed_right"] - choice["only_all_right"]
+    assert choice["choice"] == ("mixed" if choice["mixed"] > choice["all"] else "all") and choice["choice"] in printed
+    choose_final = _load_script("choose_final_questions")
+    assert choose_final.tally([True, True, False], [False, True, True]) == {
+        "questions": 3, "mixed": 2, "all": 2, "only_mixed_right": 1, "only_all_right": 1}
+    assert choose_final.decide(5, 5) == "all" and choose_final.decide(6, 5) == "mixed"
+    (tmp_path / "unfinished" / "selection.json").parent.mkdir()
+    (tmp_path / "unfinished" / "selection.json").write_text(json.dumps({"model": str(pre)}))
+    for select_dir, says in ((tmp_path, "selection.json: cannot read it"),
+                             (tmp_path / "unfinished", "no chosen_learning_rate")):
+        proc = subprocess.run([*choose[:3], str(select_dir), *choose[4:]], cwd=ROOT, env=ENV, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr
     nowhere, proc = run_concurrently([[*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]],
                                       [*cmd[:-1], "--learning_rate '1e-4"]], cwd=ROOT, env=ENV)
     assert nowhere.returncode != 0 and "no config.json there" in nowhere.stderr
@@ -381,7 +423,7 @@ def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch)
     assert first_launch(cuda=False, mode="on") == fast
 
 
-def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path):
+def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "recite"
@@ -435,6 +477,41 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     flag = {2: " --eval_extra '--answer_from_recitation True'", 3: " --eval_extra '--answer_from_recitation True'",
             4: " --answer_from_recitation True", 6: " --answer_from_recitation True"}
     assert spans == [line + flag.get(i, "") for i, line in enumerate(planned)]
+    # --choose_final_questions (step 5): per seed, choose_final_questions.py on its selection, then the held-out model
+    # answers test (dev: step 4 did); without step 4 it answers dev too, and the selection still keeps its models
+    chosen = run_ok([*cmd, "--choose_final_questions", "--dry_run"]).splitlines()
+    assert chosen[:len(planned)] == planned
+    steps = chosen[len(planned):]
+    assert len(steps) == 4
+    for seed, choose, test in zip((0, 1), steps[::2], steps[1::2], strict=True):
+        select = out / "select" / f"seed{seed}"
+        assert choose.startswith(f"python scripts/choose_final_questions.py --select_dir {select} --data_dir {world}")
+        assert test.startswith(f"python evaluate_birthplace.py --model_name_or_path {select}/CHOSEN-finetune")
+        assert f"--eval_corpus_path {world / 'birth_test_inputs.tsv'}" in test
+    alone = run_ok([*cmd, "--choose_final_questions", "--no_confidence", "--dry_run"]).splitlines()
+    assert alone[:4] == planned[:4] and len(alone) == 4 + 2 * 3
+    assert sum("birth_dev.tsv" in line and "CHOSEN-finetune" in line for line in alone) == 2
+    # the summary takes the chosen model's dev and test answers: here seed 0's choice is made "mixed" by hand
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    recipe = _load_script("recite_recipe")
+    select = out / "select" / "seed0"
+    (select / "final_questions").mkdir()
+    (select / "final_questions" / "choice.json").write_text(json.dumps(
+        {"choice": "mixed", "mixed": 7, "all": 6, "questions": 10}))
+    row = summary["seeds"][0]
+    found = recipe.final_questions(select, 1e-3, row)
+    held = [json.loads(line) for line in (select / "lr0.001.dev.predictions.records.jsonl").read_text().splitlines()]
+    assert found["dev"] == found["dev_mixed_questions"] == round(100 * sum(r["correct"] for r in held) / 20, 1)
+    assert found["dev_all_questions"] == row["dev"] and found["dev_total"] == 20
+    assert found["dev_predictions"] == f"{select}/lr0.001.dev.predictions"
+    assert found["test_predictions"] == f"{select}/lr0.001.test.predictions"
+    assert found["final_questions"] == {"choice": "mixed", "mixed": 7, "all": 6, "questions": 10}
+    assert "final model on the mixed questions only (held-out halves 7 vs 6)" in recipe.table(
+        {**summary, "seeds": [{**row, **found}]})
+    (select / "final_questions" / "choice.json").write_text(json.dumps(
+        {"choice": "all", "mixed": 6, "all": 6, "questions": 10}))
+    kept = recipe.final_questions(select, 1e-3, row)
+    assert "dev_predictions" not in kept and kept["final_questions"]["choice"] == "all"
     more = run_ok([*cmd, "--answer_from_recitation", "--continue_recitation", "--dry_run"]).splitlines()
     assert more == [line.replace("--answer_from_recitation True", "--answer_from_recitation True --continue_recitation "
                                  "True") for line in spans]
@@ -444,3 +521,4 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         proc = subprocess.run([*cmd, *bad], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr
+
