@@ -270,6 +270,7 @@ def headline_rows(results: Results) -> list[dict]:
         dict(_span_row(results), readme=True),
         dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        dict(_span_row(results, "learned"), readme=True),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
@@ -329,18 +330,32 @@ def _seeds_cell(acc: list[float], seeds: list[int]) -> str:
     return f"{spread(acc)} ({seeds_list(acc)}){which}"
 
 
-def _span_row(results: Results) -> dict:
-    """The rope recitation recipe at 150 epochs answering with spans of the recitation and its continuation
-    (cpu_fp32_span_answers.json): one row, each seed's dev score and pretraining time (its machine's own)."""
+def _span_made(results: Results, variant: str, seed: int) -> dict:
+    """The pretraining behind a span-answers model: its own run (`run` in cpu_fp32_span_answers.json, made by make
+    recite SPAN=1), else the learned-positions frontier run it re-evaluated (cpu_fp32_recitation.json)."""
+    data = results["cpu_fp32_span_answers"]
+    entry = data["rope_seeds" if variant == "rope" else "seeds"][str(seed)]
+    if "run" in entry:
+        return {"hardware": data["hardware"], **entry["run"]}
+    run = next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == FRONTIER_150_LEARNED[seed])
+    source = recitation_source(results, run)
+    return {"pretrain_seconds": source["pretrain_seconds"],
+            "hardware": source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"])}
+
+
+def _span_row(results: Results, variant: str = "rope") -> dict:
+    """The recitation recipe at 150 epochs answering with spans of the recitation and its continuation
+    (cpu_fp32_span_answers.json): one row per position variant, each seed's dev score and pretraining time (its
+    machine's own)."""
     data = results["cpu_fp32_span_answers"]
     runs = {int(name.split(", ")[1]): run for name, run in data["continue_recitation"]["runs"].items()
-            if name.startswith("rope, ")}
+            if name.startswith(f"{variant}, ")}
     seeds = sorted(runs)
-    made = [data["rope_seeds"][str(s)]["run"] for s in seeds]
-    machines = [run.get("hardware", data["hardware"]) for run in made]
+    made = [_span_made(results, variant, s) for s in seeds]
+    machines = [run["hardware"] for run in made]
     rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
     several = len(set(machines))
-    return {"variant": "rope, 4 layers × 128 dims",
+    return {"variant": f"{variant}, 4 layers × 128 dims",
             "recipe": "the same recipe (150 epochs), answering with **the most probable span of the recitation** "
                       f"(`--answer_from_recitation True --continue_recitation True`; lr {', '.join(rates)}, chosen "
                       "on held-out)",
@@ -900,6 +915,24 @@ def span_continue(results: Results) -> str:
                   "and `--continue_recitation True`", "wrong → right / right → wrong"], rows)
 
 
+def final_questions(results: Results) -> str:
+    """docs/results.md: choose_final_questions.py per span-answers model (held-out halves, the choice), beside the
+    dev scores of both candidate models, which chose nothing."""
+    runs = results["cpu_fp32_span_answers"]["continue_recitation"]
+    rows = []
+    for name, found in runs.get("final_questions", {}).get("runs", {}).items():
+        model = runs["runs"][name]
+        mixed, everything = (model[key]["continue_recitation"] for key in ("heldout_model_dev", "dev"))
+        chosen = mixed if found["choice"] == "mixed" else everything
+        rows.append([f"{name} (lr {lr(found['learning_rate'])})",
+                     f"{found['mixed']} / {found['all']} of {found['questions']}",
+                     f"{found['only_mixed_right']} / {found['only_all_right']}", f"**{found['choice']}**",
+                     score(mixed), score(everything), f"**{score(chosen)}**"])
+    return table(["positions, seed (rate)", "held-out halves right: mixed only / all",
+                  "right by one option only: mixed / all", "choice", "dev, mixed only (held-out model)",
+                  "dev, all (final model)", "dev, the chosen model"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- confidence
 
 
@@ -1054,9 +1087,10 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, span_continue, cpu_runs_fp32, cpu_fp32_levers, cpu_fp32_finetuning, timings,
-    bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds, performance, confidence_demo, confidence_threshold,
-    confidence_demo_mixed, confidence_recite, confidence_recite_grounded, confidence_h100, presets)}
+    recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
+    cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds, performance,
+    confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite, confidence_recite_grounded,
+    confidence_h100, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

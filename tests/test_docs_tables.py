@@ -176,3 +176,27 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
     row = span_row(Results(tmp_path / "results"))
     assert row["hardware"].endswith("(2 machines)") and "12.3" in row["dev"]
+
+
+def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_frontier_run_it_reevaluated():
+    """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
+    run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
+    from scripts.docs_tables import FRONTIER_150_LEARNED, headline_rows, recitation_source
+
+    results = Results()
+    row = next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"]
+               and r["variant"].startswith("learned"))
+    data = results["cpu_fp32_span_answers"]
+    seeds = sorted(int(n.split(", ")[1]) for n in data["continue_recitation"]["runs"] if n.startswith("learned"))
+    minutes = []
+    for seed in seeds:
+        entry = data["seeds"][str(seed)]
+        if "run" in entry:
+            minutes.append(entry["run"]["pretrain_seconds"] / 60)
+        else:
+            run = next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == FRONTIER_150_LEARNED[seed])
+            minutes.append(recitation_source(results, run)["pretrain_seconds"] / 60)
+    assert row["wall"] == "pretraining " + " / ".join(f"{m:.1f}" for m in minutes) + " min"
+    for seed in seeds:
+        dev = data["continue_recitation"]["runs"][f"learned, {seed}"]["dev"]["continue_recitation"]["accuracy"]
+        assert f"{dev:.1f}" in row["dev"]
