@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -329,10 +330,9 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     (tmp_path / "unfinished" / "selection.json").write_text(json.dumps({"model": str(pre)}))
     for select_dir, says in ((tmp_path, "selection.json: cannot read it"),
                              (tmp_path / "unfinished", "no chosen_learning_rate")):
-        proc = subprocess.run([*choose[:3], str(select_dir), *choose[4:]], cwd=ROOT, env=ENV, capture_output=True,
-                              text=True, timeout=120)
-        assert proc.returncode != 0 and "Traceback" not in proc.stderr
-        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr
+        with pytest.raises(SystemExit) as stopped:  # one line, before any finetuning
+            choose_final.load_selection(select_dir)
+        assert says in str(stopped.value.code) and "\n" not in str(stopped.value.code)
     nowhere, proc = run_concurrently([[*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]],
                                       [*cmd[:-1], "--learning_rate '1e-4"]], cwd=ROOT, env=ENV)
     assert nowhere.returncode != 0 and "no config.json there" in nowhere.stderr
@@ -469,9 +469,17 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         at = found["dev"].get("at_threshold")
         cell = f"{100 * at['precision']:.1f}% / {100 * at['coverage']:.1f}%" if at else "no threshold reaches"
         assert f"({row['dev_correct']}/20) | {cell}" in printed
-    dry = run_ok([*cmd, "--no_confidence", "--dry_run"]).splitlines()
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    recipe = _load_script("recite_recipe")
+
+    def plan(*flags: str) -> list[str]:
+        """What --dry_run prints with these flags, from the recipe in this process (the CLI's own is checked above)."""
+        return [shlex.join(c) for c in recipe.commands(recipe.build_parser().parse_args([*cmd[2:], *flags]))]
+
+    assert plan() == planned
+    dry = plan("--no_confidence")
     assert dry == [line.replace(" --keep_models", "") for line in planned[:4]]
-    spans = run_ok([*cmd, "--answer_from_recitation", "--dry_run"]).splitlines()  # every reciting evaluation
+    spans = plan("--answer_from_recitation")  # every reciting evaluation
     # split and pretraining (with its plain finetuning) as before; the selections (seeds 0, 1) pass the flag to every
     # evaluation; step 4's held-out model answers dev with it; abstention.py reads what it wrote
     flag = {2: " --eval_extra '--answer_from_recitation True'", 3: " --eval_extra '--answer_from_recitation True'",
@@ -479,7 +487,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert spans == [line + flag.get(i, "") for i, line in enumerate(planned)]
     # --choose_final_questions (step 5): per seed, choose_final_questions.py on its selection, then the held-out model
     # answers test (dev: step 4 did); without step 4 it answers dev too, and the selection still keeps its models
-    chosen = run_ok([*cmd, "--choose_final_questions", "--dry_run"]).splitlines()
+    chosen = plan("--choose_final_questions")
     assert chosen[:len(planned)] == planned
     steps = chosen[len(planned):]
     assert len(steps) == 4
@@ -488,12 +496,10 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         assert choose.startswith(f"python scripts/choose_final_questions.py --select_dir {select} --data_dir {world}")
         assert test.startswith(f"python evaluate_birthplace.py --model_name_or_path {select}/CHOSEN-finetune")
         assert f"--eval_corpus_path {world / 'birth_test_inputs.tsv'}" in test
-    alone = run_ok([*cmd, "--choose_final_questions", "--no_confidence", "--dry_run"]).splitlines()
+    alone = plan("--choose_final_questions", "--no_confidence")
     assert alone[:4] == planned[:4] and len(alone) == 4 + 2 * 3
     assert sum("birth_dev.tsv" in line and "CHOSEN-finetune" in line for line in alone) == 2
     # the summary takes the chosen model's dev and test answers: here seed 0's choice is made "mixed" by hand
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    recipe = _load_script("recite_recipe")
     select = out / "select" / "seed0"
     (select / "final_questions").mkdir()
     (select / "final_questions" / "choice.json").write_text(json.dumps(
@@ -512,13 +518,16 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         {"choice": "all", "mixed": 6, "all": 6, "questions": 10}))
     kept = recipe.final_questions(select, 1e-3, row)
     assert "dev_predictions" not in kept and kept["final_questions"]["choice"] == "all"
-    more = run_ok([*cmd, "--answer_from_recitation", "--continue_recitation", "--dry_run"]).splitlines()
+    more = plan("--answer_from_recitation", "--continue_recitation")
     assert more == [line.replace("--answer_from_recitation True", "--answer_from_recitation True --continue_recitation "
                                  "True") for line in spans]
-    for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--data_dir", str(tmp_path)], "wiki.txt is missing"),
-                      (["--target_precision", "1.5"], "--target_precision 1.5"),
+    proc = subprocess.run([*cmd, "--data_dir", str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "wiki.txt is missing" in proc.stderr
+    for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--target_precision", "1.5"], "--target_precision 1.5"),
                       (["--continue_recitation"], "--continue_recitation only changes --answer_from_recitation")):
-        proc = subprocess.run([*cmd, *bad], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-        assert proc.returncode != 0 and "Traceback" not in proc.stderr
-        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr
+        with pytest.raises(SystemExit) as stopped:  # checked before the first step runs, as one line
+            recipe.check(recipe.build_parser().parse_args([*cmd[2:], *bad]))
+        assert says in str(stopped.value.code) and "\n" not in str(stopped.value.code)
 
