@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shlex
 import sys
 import time
 from pathlib import Path
 
 from run_experiments import evaluate, finetune_command, run
+from select_finetune_lr import shuffled
 
 from data_scripts import DataFileError
 from evaluation.records import check_records_match, read_records
@@ -59,9 +59,8 @@ def load_selection(select_dir: Path) -> tuple[dict, Path]:
 
 
 def halves(n: int, seed: int) -> list[list[int]]:
-    """Indices 0..n-1 in two halves of a seeded shuffle, each in file order."""
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
+    """Indices 0..n-1 in two halves of a seeded shuffle (select_finetune_lr.py's), each in file order."""
+    order = shuffled(n, seed)
     return [sorted(order[: n // 2]), sorted(order[n // 2:])]
 
 
@@ -103,8 +102,9 @@ def main() -> None:
     extra, judged = shlex.split(selection.get("extra", "")), shlex.split(selection.get("eval_extra", ""))
     out.mkdir(parents=True, exist_ok=True)
     start, parts = time.perf_counter(), []
-    for k, half in enumerate(halves(len(held_lines), opts.half_seed)):
-        other = sorted(set(range(len(held_lines))) - set(half))
+    cut = halves(len(held_lines), opts.half_seed)
+    for k, half in enumerate(cut):
+        other = cut[1 - k]
         tsv, questions = out / f"half{k}.finetune.tsv", out / f"half{k}.tsv"
         tsv.write_text("".join(line + "\n" for line in mixed_lines + [held_lines[i] for i in other]), encoding="utf-8")
         questions.write_text("".join(held_lines[i] + "\n" for i in half), encoding="utf-8")

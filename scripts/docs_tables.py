@@ -920,7 +920,7 @@ def final_questions(results: Results) -> str:
     dev scores of both candidate models, which chose nothing."""
     runs = results["cpu_fp32_span_answers"]["continue_recitation"]
     rows = []
-    for name, found in runs.get("final_questions", {}).get("runs", {}).items():
+    for name, found in runs["final_questions"]["runs"].items():
         model = runs["runs"][name]
         mixed, everything = (model[key]["continue_recitation"] for key in ("heldout_model_dev", "dev"))
         chosen = mixed if found["choice"] == "mixed" else everything

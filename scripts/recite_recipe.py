@@ -151,9 +151,9 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds.append([py, "scripts/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
                      opts.data_dir, "--threads", str(opts.threads)])
-        for split, tsv in (("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")):
-            if split == "dev" and opts.confidence:
-                continue  # step 4 wrote it
+        answered = [("test", "birth_test_inputs.tsv")] if opts.confidence else [  # step 4 wrote dev's
+            ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
+        for split, tsv in answered:
             cmds.append([py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune",
                          "--eval_corpus_path", str(Path(opts.data_dir) / tsv), "--outputs_path",
                          f"{chosen}.{split}.predictions", *span_flags(opts)])

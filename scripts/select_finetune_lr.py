@@ -30,6 +30,13 @@ from data_scripts import DataFileError, load_qa_tsv
 from training.files import atomic_write_json
 
 
+def shuffled(n: int, seed: int) -> list[int]:
+    """0..n-1 in the seeded order every split of training questions takes its parts from."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
 def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tuple[Path, Path]:
     """Write `train.tsv` (the rest) and `holdout.tsv` (`holdout` lines) under `out`; the same seed, the same split.
 
@@ -42,9 +49,7 @@ def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tupl
     if not 0 < holdout < len(lines):
         sys.exit(f"{train_tsv}: --holdout {holdout} must be between 1 and {len(lines) - 1} (the file has "
                  f"{len(lines)} questions)")
-    order = list(range(len(lines)))
-    random.Random(seed).shuffle(order)
-    held = set(order[:holdout])
+    held = set(shuffled(len(lines), seed)[:holdout])
     out.mkdir(parents=True, exist_ok=True)
     train_part, held_part = out / "train.tsv", out / "holdout.tsv"
     train_part.write_text("".join(lines[i] + "\n" for i in range(len(lines)) if i not in held), encoding="utf-8")

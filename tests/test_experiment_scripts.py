@@ -305,6 +305,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     where = out / "final_questions"
     choice = json.loads((where / "choice.json").read_text())
     halves = [(where / f"half{k}.tsv").read_text().splitlines() for k in (0, 1)]
+    right = {held[i] for i, r in enumerate(marked) if r["correct"]}
     assert sorted(halves[0] + halves[1]) == sorted(held) and len(halves[0]) == 5
     for k in (0, 1):  # finetuned on the 30 mixed questions and the other half: 35 questions, 9 steps of 4
         seen = (where / f"half{k}.finetune.tsv").read_text().splitlines()
@@ -314,7 +315,6 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         assert f"| learning_rate | {summary['chosen_learning_rate']:g} |" in card and "| seed | 0 |" in card
         answers = (where / f"half{k}.predictions").read_text().splitlines()
         assert len(answers) == 5 and all(len(a) <= 3 for a in answers)  # the selection's --eval_extra reached it
-        right = {held[i] for i, r in enumerate(marked) if r["correct"]}
         assert choice["halves"][k]["mixed"] == len(right & set(halves[k]))
     gold = {line: line.split("\t")[1] for line in held}
     assert choice["mixed"] == sum(r["correct"] for r in marked) >= 3
