@@ -231,12 +231,13 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
                                                                                  out / "final.test.predictions"]
     assert all(len(line) <= 3 for path in answered for line in path.read_text().splitlines())
     assert summary["eval_extra"] == "--max_new_tokens 3"
-    bad = subprocess.run([*cmd, "--eval_extra", "--max_new_tokns 3"], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                         timeout=120)
-    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "has no --max_new_tokns" in bad.stderr
-    bad = subprocess.run([*cmd, "--eval_extra", "--max_new_tokens many"], cwd=ROOT, env=ENV, capture_output=True,
-                         text=True, timeout=120)  # a known flag, a bad value: argparse's usage lines are not shown
-    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "invalid int value" in bad.stderr
+    # an unknown flag, and a known flag with a bad value (argparse's usage lines are not shown): one line each
+    unknown, value = run_concurrently([[*cmd, "--eval_extra", extra] for extra in ("--max_new_tokns 3",
+                                                                                   "--max_new_tokens many")],
+                                      cwd=ROOT, env=ENV, timeout=120)
+    assert unknown.returncode != 0 and unknown.stderr.strip().count("\n") == 0
+    assert "has no --max_new_tokns" in unknown.stderr
+    assert value.returncode != 0 and value.stderr.strip().count("\n") == 0 and "invalid int value" in value.stderr
     points = summary["points"]
     assert [p["learning_rate"] for p in points] == [1e-4, 1e-3]
     assert all(p["holdout"]["total"] == 10 and p["finetune_seconds"] > 0 for p in points)
