@@ -122,10 +122,16 @@ def check(opts: argparse.Namespace) -> None:
 
 def commands(opts: argparse.Namespace) -> list[list[str]]:
     """Split, pretraining (every seed), each seed's rate choice and final finetuning, then each seed's abstention
-    threshold, in order."""
+    threshold, then each seed's choice of the final finetuning's questions, in order."""
     where, seeds = paths(opts), seed_list(opts.seeds)
     both, pretrain = stage_flags(opts)
     py = "python"
+
+    def answer(chosen: Path, split: str, tsv: str) -> list[str]:
+        """The held-out model at the chosen rate answers a split, as every evaluation of the recipe does."""
+        return [py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
+                str(Path(opts.data_dir) / tsv), "--outputs_path", f"{chosen}.{split}.predictions", *span_flags(opts)]
+
     cmds = [[py, "scripts/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
              "--holdout", str(opts.holdout), "--split_only"],
             [py, "scripts/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
@@ -141,9 +147,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      *span_flags(opts, "--eval_extra")])
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
-        cmds += [[py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
-                  str(Path(opts.data_dir) / "birth_dev.tsv"), "--outputs_path", f"{chosen}.dev.predictions",
-                  *span_flags(opts)],
+        cmds += [answer(chosen, "dev", "birth_dev.tsv"),
                  [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--dev",
                   f"{chosen}.dev.predictions", "--target_precision", str(opts.target_precision), "--out_dir",
                   str(chosen.parent / "abstention")]]
@@ -153,10 +157,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      opts.data_dir, "--threads", str(opts.threads)])
         answered = [("test", "birth_test_inputs.tsv")] if opts.confidence else [  # step 4 wrote dev's
             ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
-        for split, tsv in answered:
-            cmds.append([py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune",
-                         "--eval_corpus_path", str(Path(opts.data_dir) / tsv), "--outputs_path",
-                         f"{chosen}.{split}.predictions", *span_flags(opts)])
+        cmds += [answer(chosen, split, tsv) for split, tsv in answered]
     return cmds
 
 
