@@ -268,6 +268,7 @@ def headline_rows(results: Results) -> list[dict]:
         dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         dict(_span_row(results), readme=True),
+        _chosen_row(results),
         dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         dict(_span_row(results, "learned"), readme=True),
@@ -343,6 +344,15 @@ def _span_made(results: Results, variant: str, seed: int) -> dict:
             "hardware": source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"])}
 
 
+def _made_cells(made: list[dict]) -> dict:
+    """The hardware and wall-time cells of a span-answers row: the first seed's machine (and how many machines the
+    seeds ran on), each seed's own pretraining time."""
+    machines = [run["hardware"] for run in made]
+    several = len(set(machines))
+    return {"hardware": f"{short_hardware(machines[0])}, fp32" + (f" ({several} machines)" if several > 1 else ""),
+            "wall": "pretraining " + " / ".join(f"{run['pretrain_seconds'] / 60:.1f}" for run in made) + " min"}
+
+
 def _span_row(results: Results, variant: str = "rope") -> dict:
     """The recitation recipe at 150 epochs answering with spans of the recitation and its continuation
     (cpu_fp32_span_answers.json): one row per position variant, each seed's dev score and pretraining time (its
@@ -351,17 +361,38 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
     runs = {int(name.split(", ")[1]): run for name, run in data["continue_recitation"]["runs"].items()
             if name.startswith(f"{variant}, ")}
     seeds = sorted(runs)
-    made = [_span_made(results, variant, s) for s in seeds]
-    machines = [run["hardware"] for run in made]
     rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
-    several = len(set(machines))
     return {"variant": f"{variant}, 4 layers × 128 dims",
             "recipe": "the same recipe (150 epochs), answering with **the most probable span of the recitation** "
                       f"(`--answer_from_recitation True --continue_recitation True`; lr {', '.join(rates)}, chosen "
                       "on held-out)",
-            "hardware": f"{short_hardware(machines[0])}, fp32" + (f" ({several} machines)" if several > 1 else ""),
-            "wall": "pretraining " + " / ".join(f"{run['pretrain_seconds'] / 60:.1f}" for run in made) + " min",
+            **_made_cells([_span_made(results, variant, s) for s in seeds]),
             "dev": _seeds_cell([runs[s]["dev"]["continue_recitation"]["accuracy"] for s in seeds], seeds),
+            "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
+
+
+def _chosen_dev(model: dict, found: dict) -> dict:
+    """The dev score of the model choose_final_questions.py chose: the held-out model (finetuned on the questions
+    pretraining mixed in) for 'mixed', else the final model (all training questions)."""
+    return model["heldout_model_dev" if found["choice"] == "mixed" else "dev"]["continue_recitation"]
+
+
+def _chosen_row(results: Results, variant: str = "rope") -> dict:
+    """The span-answers recipe with step 5 (`make recite CHOOSE=1`): per seed that choose_final_questions.py ran on,
+    the dev score of the model it chose, and which questions it chose."""
+    data = results["cpu_fp32_span_answers"]["continue_recitation"]
+    found = {int(name.split(", ")[1]): run for name, run in data["final_questions"]["runs"].items()
+             if name.startswith(f"{variant}, ")}
+    seeds = sorted(found)
+    choices = sorted({found[s]["choice"] for s in seeds})
+    which = {"mixed": "the questions pretraining mixed in", "all": "all training questions"}
+    every = f"; it chose {which[choices[0]]} on every seed" if len(choices) == 1 else ""
+    return {"variant": f"{variant}, 4 layers × 128 dims",
+            "recipe": "the same, the final finetuning's questions **chosen on halves of the held-out questions** "
+                      f"(`CHOOSE=1`{every})",
+            **_made_cells([_span_made(results, variant, s) for s in seeds]),
+            "dev": _seeds_cell([_chosen_dev(data["runs"][f"{variant}, {s}"], found[s])["accuracy"] for s in seeds],
+                               seeds),
             "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
 
@@ -923,7 +954,7 @@ def final_questions(results: Results) -> str:
     for name, found in runs["final_questions"]["runs"].items():
         model = runs["runs"][name]
         mixed, everything = (model[key]["continue_recitation"] for key in ("heldout_model_dev", "dev"))
-        chosen = mixed if found["choice"] == "mixed" else everything
+        chosen = _chosen_dev(model, found)
         rows.append([f"{name} (lr {lr(found['learning_rate'])})",
                      f"{found['mixed']} / {found['all']} of {found['questions']}",
                      f"{found['only_mixed_right']} / {found['only_all_right']}", f"**{found['choice']}**",

@@ -178,6 +178,33 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     assert row["hardware"].endswith("(2 machines)") and "12.3" in row["dev"]
 
 
+def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
+    """The CHOOSE=1 row: per seed that choose_final_questions.py ran on, the dev score of the held-out model when it
+    chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds agree."""
+    from scripts.docs_tables import headline_rows
+
+    def chosen_row(results: Results) -> dict:
+        return next(r for r in headline_rows(results) if "CHOOSE=1" in r["recipe"])
+
+    data = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
+    cont = data["continue_recitation"]
+    found = {name: run for name, run in cont["final_questions"]["runs"].items() if name.startswith("rope, ")}
+    row = chosen_row(Results())
+    assert "on every seed" in row["recipe"]
+    assert row["dev"].endswith("seeds " + ", ".join(name.split(", ")[1] for name in sorted(found)))
+    for name, run in found.items():
+        key = "heldout_model_dev" if run["choice"] == "mixed" else "dev"
+        assert f"{cont['runs'][name][key]['continue_recitation']['accuracy']:.1f}" in row["dev"]
+    name = sorted(found)[0]
+    cont["runs"][name]["dev"]["continue_recitation"]["accuracy"] = 12.3
+    cont["runs"][name]["heldout_model_dev"]["continue_recitation"]["accuracy"] = 45.6
+    found[name]["choice"] = "all"
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
+    row = chosen_row(Results(tmp_path / "results"))
+    assert "12.3" in row["dev"] and "45.6" not in row["dev"]
+    assert "on every seed" not in row["recipe"]
+
 def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_frontier_run_it_reevaluated():
     """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
     run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
