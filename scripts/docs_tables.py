@@ -268,7 +268,7 @@ def headline_rows(results: Results) -> list[dict]:
         dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         dict(_span_row(results), readme=True),
-        _chosen_row(results),
+        dict(_chosen_row(results), readme=True),
         dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         dict(_span_row(results, "learned"), readme=True),
