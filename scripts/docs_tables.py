@@ -344,6 +344,11 @@ def _span_made(results: Results, variant: str, seed: int) -> dict:
             "hardware": source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"])}
 
 
+def _by_seed(runs: dict, variant: str) -> dict[int, dict]:
+    """The runs of one position variant, keyed 'rope, 2' in the JSON, by seed."""
+    return {int(name.split(", ")[1]): run for name, run in runs.items() if name.startswith(f"{variant}, ")}
+
+
 def _made_cells(made: list[dict]) -> dict:
     """The hardware and wall-time cells of a span-answers row: the first seed's machine (and how many machines the
     seeds ran on), each seed's own pretraining time."""
@@ -358,8 +363,7 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
     (cpu_fp32_span_answers.json): one row per position variant, each seed's dev score and pretraining time (its
     machine's own)."""
     data = results["cpu_fp32_span_answers"]
-    runs = {int(name.split(", ")[1]): run for name, run in data["continue_recitation"]["runs"].items()
-            if name.startswith(f"{variant}, ")}
+    runs = _by_seed(data["continue_recitation"]["runs"], variant)
     seeds = sorted(runs)
     rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
     return {"variant": f"{variant}, 4 layers × 128 dims",
@@ -381,8 +385,7 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
     """The span-answers recipe with step 5 (`make recite CHOOSE=1`): per seed that choose_final_questions.py ran on,
     the dev score of the model it chose, and which questions it chose."""
     data = results["cpu_fp32_span_answers"]["continue_recitation"]
-    found = {int(name.split(", ")[1]): run for name, run in data["final_questions"]["runs"].items()
-             if name.startswith(f"{variant}, ")}
+    found = _by_seed(data["final_questions"]["runs"], variant)
     seeds = sorted(found)
     choices = sorted({found[s]["choice"] for s in seeds})
     which = {"mixed": "the questions pretraining mixed in", "all": "all training questions"}

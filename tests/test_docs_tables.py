@@ -205,6 +205,7 @@ def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
     assert "12.3" in row["dev"] and "45.6" not in row["dev"]
     assert "on every seed" not in row["recipe"]
 
+
 def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_frontier_run_it_reevaluated():
     """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
     run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
