@@ -272,6 +272,7 @@ def headline_rows(results: Results) -> list[dict]:
         dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         dict(_span_row(results, "learned"), readme=True),
+        dict(_chosen_row(results, "learned"), readme=True),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
