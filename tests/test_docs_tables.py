@@ -183,18 +183,21 @@ def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
     chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds agree."""
     from scripts.docs_tables import headline_rows
 
-    def chosen_row(results: Results) -> dict:
-        return next(r for r in headline_rows(results) if "CHOOSE=1" in r["recipe"])
+    def chosen_row(results: Results, variant: str = "rope") -> dict:
+        return next(r for r in headline_rows(results)
+                    if "CHOOSE=1" in r["recipe"] and r["variant"].startswith(f"{variant}, "))
 
     data = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
     cont = data["continue_recitation"]
+    for variant in ("rope", "learned"):
+        found = {name: run for name, run in cont["final_questions"]["runs"].items() if name.startswith(f"{variant}, ")}
+        row = chosen_row(Results(), variant)
+        assert "on every seed" in row["recipe"]
+        assert row["dev"].endswith("seeds " + ", ".join(name.split(", ")[1] for name in sorted(found)))
+        for name, run in found.items():
+            key = "heldout_model_dev" if run["choice"] == "mixed" else "dev"
+            assert f"{cont['runs'][name][key]['continue_recitation']['accuracy']:.1f}" in row["dev"]
     found = {name: run for name, run in cont["final_questions"]["runs"].items() if name.startswith("rope, ")}
-    row = chosen_row(Results())
-    assert "on every seed" in row["recipe"]
-    assert row["dev"].endswith("seeds " + ", ".join(name.split(", ")[1] for name in sorted(found)))
-    for name, run in found.items():
-        key = "heldout_model_dev" if run["choice"] == "mixed" else "dev"
-        assert f"{cont['runs'][name][key]['continue_recitation']['accuracy']:.1f}" in row["dev"]
     name = sorted(found)[0]
     cont["runs"][name]["dev"]["continue_recitation"]["accuracy"] = 12.3
     cont["runs"][name]["heldout_model_dev"]["continue_recitation"]["accuracy"] = 45.6
