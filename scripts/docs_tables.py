@@ -843,6 +843,19 @@ def timings(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- performance
 
 
+def bench_gpu(results: Results) -> str:
+    """Both device calls' benchmark rows: variants compare within a call only (the fast path ran in both)."""
+    data, rows = results["bench_gpu_h200"], []
+    for number, call in enumerate(data["calls"], 1):
+        first = call["rows"][0]["steps_per_s"]
+        rows += [[str(number), f"`{r['variant']}`", f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
+                  f"×{r['steps_per_s'] / first:.2f}", f"{r['gpu_utilization_percent']:.0f}%",
+                  f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}", f"{r['projected_full_pretraining_s']:.0f} s"]
+                 for r in call["rows"]]
+    return table(["call", "variant", "steps/s", "useful tokens/s", "vs the call's first", "GPU util.",
+                  "loss (last tenth)", "650 epochs (projected)"], rows)
+
+
 def bench_train(results: Results) -> str:
     return _bench_train_table(results["bench_train_cpu"])
 
@@ -1123,7 +1136,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds, performance,
+    cpu_fp32_finetuning, timings, bench_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds, performance,
     confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite, confidence_recite_grounded,
     confidence_h100, presets)}
 
