@@ -62,6 +62,14 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "fast path + torch.compile(mode='reduce-overhead') + capturable AdamW",
         ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
          "--optim", "adamw_torch_capturable"]),
+    "fast_compiled_fused": (
+        "fast path + torch.compile(mode='reduce-overhead') + fused AdamW",
+        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
+         "--optim", "adamw_torch_fused"]),
+    "fast_compiled_all": (
+        "fast path + torch.compile(mode='reduce-overhead') + fused AdamW + compiled packing",
+        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
+         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True"]),
     "fast_tf32": ("fast path + TF32 matmuls (changes the numerics: compare its loss)",
                   ["--device_data", "True", "--tf32", "True"]),
 }

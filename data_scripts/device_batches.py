@@ -34,10 +34,11 @@ loss and counted (`DeviceBatches.dropped`), never silently.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -52,7 +53,8 @@ if TYPE_CHECKING:
 
     from modeling_chargpt import CharTokenizer
 
-__all__ = ["DeviceBatches", "EncodedExamples", "corrupt_documents", "draw_corruptions", "pack_examples"]
+__all__ = ["DeviceBatches", "EncodedExamples", "compiled_packing", "corrupt_documents", "draw_corruptions",
+           "pack_examples"]
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +166,14 @@ def pack_examples(
         "attention_mask": packed_causal_mask(position_ids),
     }
     return batch, ((plan.size > 0) & ~plan.placed).sum()
+
+
+@functools.cache
+def compiled_packing(backend: str = "inductor") -> Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]:
+    """`pack_examples` through torch.compile as one graph (static shapes, no graph break allowed): on a GPU a step's
+    ~100 small packing kernels become a few fused ones. Cached per backend, so members of `--seeds` share it (each
+    distinct row count compiles once)."""
+    return torch.compile(pack_examples, dynamic=False, fullgraph=True, backend=backend)
 
 
 def _tail_length(ids: torch.Tensor, labels: torch.Tensor, pad_token_id: int) -> torch.Tensor:
@@ -323,6 +333,7 @@ class DeviceBatches:
         self.generator = torch.Generator(device=self.device)
         self._permutation: tuple[int, torch.Tensor] | None = None
         self._dropped = torch.zeros((), dtype=torch.long, device=self.device)
+        self.pack = pack_examples  # or `compiled_packing()`'s (`compile_packing`): the same batches
         if not packing:
             self.rows = batch_size
         elif rows is None:
@@ -362,11 +373,16 @@ class DeviceBatches:
     def __call__(self, step: int) -> dict[str, torch.Tensor | int]:
         ids, labels, lengths = self.example_rows(step)
         if self.packing:
-            batch, dropped = pack_examples(ids, labels, lengths, self.rows)
+            batch, dropped = self.pack(ids, labels, lengths, self.rows)
             self._dropped += dropped
         else:
             batch = {"input_ids": ids, "labels": labels}
         return {**batch, "num_examples": self.num_examples(step)}
+
+    def compile_packing(self, backend: str | None = None) -> None:
+        """`--torch_compile_batches`: pack every later batch with `compiled_packing` (identical batches, fewer
+        kernel launches; on a CPU it is slower)."""
+        self.pack = compiled_packing(backend or "inductor")
 
     def epoch(self, epoch: int, skip: int = 0) -> Iterator[dict[str, torch.Tensor | int]]:
         """The batches of ``epoch`` from its batch ``skip`` on: the DataLoader loop's ``for batch in loader``

@@ -856,6 +856,15 @@ def bench_gpu(results: Results) -> str:
                   "loss (last tenth)", "650 epochs (projected)"], rows)
 
 
+def step_ops(results: Results) -> str:
+    """Operations per fast-path step by phase, one column per run (`--optim`)."""
+    runs = results["step_ops_cpu"]["runs"]
+    phases = list(runs[0]["aten_ops_per_step"])
+    return table(["phase", *(f"`{' '.join(r['flags'])}`" for r in runs)],
+                 [[phase, *(f"{r['aten_ops_per_step'].get(phase, 0):g}" for r in runs)] for phase in phases]
+                 + [["**total**", *(f"**{r['total_per_step']:g}**" for r in runs)]])
+
+
 def bench_train(results: Results) -> str:
     return _bench_train_table(results["bench_train_cpu"])
 
@@ -1136,9 +1145,9 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds, performance,
-    confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite, confidence_recite_grounded,
-    confidence_h100, presets)}
+    cpu_fp32_finetuning, timings, bench_gpu, step_ops, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
+    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
+    confidence_recite_grounded, confidence_h100, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

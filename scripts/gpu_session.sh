@@ -11,8 +11,8 @@
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
 # into .gpu/, which it adds to .git/info/exclude. On the device the script installs those wheels, then runs:
-#   1. benchmarks/bench_gpu.py: today's loop vs the fast path vs the compiled fast path (BENCH_STEPS steps each;
-#      variants whose flags train_pretrain.py does not take yet are skipped and named)  -> bench_gpu.json
+#   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled, + fused AdamW, + compiled packing (BENCH_STEPS
+#      steps each; variants whose flags train_pretrain.py does not take yet are skipped and named) -> bench_gpu.json
 #   2. if the time left fits the fast path's projected pretraining: scripts/run_experiments.py as `make reproduce`
 #      runs it, for rope, seed 0, on the fast path: the 650-epoch pretraining timed end to end, the reference
 #      finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
@@ -53,7 +53,7 @@ BUDGET=${BUDGET:-530}
 BENCH_STEPS=${BENCH_STEPS:-300}
 BENCH_WARMUP=${BENCH_WARMUP:-50}  # steps before the timed window
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
-BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled}
+BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled,fast_compiled_fused,fast_compiled_all}
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least

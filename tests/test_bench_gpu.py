@@ -186,3 +186,21 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
     assert chosen.model_name_or_path == f"{opts.out_dir}/learned-causal-seeds-pretrain/seed-0"
     assert chosen.seed == 0 and chosen.out_dir == f"{split.out_dir}/learned-seed0"
     assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)
+
+
+def test_step_ops_counts_each_phase_and_not_the_width(tiny_data, tmp_path):
+    """benchmarks/bench_step_ops.py: every phase of a fast-path step is counted, the counts do not depend on the
+    width (so a small one stands for the faithful 256), and the fused AdamW dispatches fewer operations than the
+    default one, which runs per tensor on a CPU."""
+    ops = load("benchmarks/bench_step_ops.py")
+    shape = ["--n_layer", "2", "--n_head", "2", "--block_size", str(BLOCK), "--per_device_train_batch_size",
+             str(BATCH)]
+    narrow, wide, fused = (ops.count_ops(["--pretrain_corpus_path", str(tiny_data / "wiki.txt"), "--output_dir",
+                                          str(tmp_path / name), "--device_data", "True", "--report_to", "none",
+                                          "--disable_tqdm", "True", "--n_embd", width, *shape, *more], 2)
+                           for name, width, more in (("a", "8", []), ("b", "32", []),
+                                                     ("c", "8", ["--optim", "adamw_torch_fused"])))
+    assert set(narrow) >= {"batch drawing", "packing", "forward", "backward", "clip", "optimizer"}
+    assert all(n > 0 for n in narrow.values())
+    assert narrow == wide
+    assert fused["optimizer"] < narrow["optimizer"] and fused["forward"] == narrow["forward"]

@@ -113,6 +113,12 @@ def test_the_loss_window_keeps_a_copy_of_each_loss(tmp_path):
     assert window.take() == [(1, 0, 2.5)]
 
 
+def test_compiled_batches_need_the_device_data_path(tmp_path):
+    """`--torch_compile_batches` compiles the fast path's packer; on the datasets path there is none to compile."""
+    with pytest.raises(UsageError, match="--torch_compile_batches .* needs --device_data True"):
+        _run(tmp_path, torch_compile_batches=True)
+
+
 def test_an_unknown_compile_mode_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="--torch_compile_mode bogus .*Unrecognized mode=bogus"):
         _run(tmp_path, torch_compile_mode="bogus")

@@ -118,11 +118,13 @@ def test_finetuning_members_are_their_separate_runs_from_their_own_pretrained_mo
 
 
 def test_compiled_members_train_as_their_separate_eager_runs(wiki, tmp_path, one_thread):
-    """`--torch_compile` with `--seeds` compiles each member; the 'aot_eager' backend runs eager kernels, so each
-    member (dropout on, reseeded between the members) must equal its separate uncompiled run bit for bit."""
+    """`--torch_compile` with `--seeds` compiles each member, and `--torch_compile_batches` each member's packer; the
+    'aot_eager' backend runs eager kernels, so each member (dropout on, reseeded between the members) must equal its
+    separate uncompiled run bit for bit."""
     torch._dynamo.reset()
     pretrain(wiki, tmp_path / "alone", "--seed", "1", "--max_steps", "4")
-    pretrain(wiki, tmp_path / "together", "--seeds", "0,1", "--max_steps", "4", "--torch_compile_backend", "aot_eager")
+    pretrain(wiki, tmp_path / "together", "--seeds", "0,1", "--max_steps", "4", "--torch_compile_backend", "aot_eager",
+             "--torch_compile_batches", "True")
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # the steps did go through dynamo
     weights, losses = saved(tmp_path / "alone")
     member_weights, member_losses = saved(tmp_path / "together" / "seed-1")

@@ -159,6 +159,13 @@ class TrainingArguments:
                   "checkpoints are the plain model. The first steps compile (a minute or more on a CPU, where it "
                   "does not pay). Implied by --torch_compile_mode or --torch_compile_backend."},
     )
+    torch_compile_batches: bool = field(
+        default=False,
+        metadata={"help": "Not in the reference; needs --device_data True: pack each step's batch through "
+                  "torch.compile (one graph, static shapes, --torch_compile_backend), so a GPU launches a few fused "
+                  "kernels instead of about 100 small ones. The same batches; slower on a CPU. Independent of "
+                  "--torch_compile (the model's steps)."},
+    )
     torch_compile_mode: str | None = field(
         default=None,
         metadata={"help": "torch.compile's mode, e.g. 'reduce-overhead' (CUDA graphs) or 'max-autotune'; "

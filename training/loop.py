@@ -145,7 +145,12 @@ def train(
             raise UsageError(f"{flag} runs in one process; launch without --num_processes")
         model, optimizer = accelerator.prepare(model, optimizer)
         loaders = sources
+        if args.torch_compile_batches:
+            for loader in loaders:
+                loader.compile_packing(args.torch_compile_backend)
     else:
+        if args.torch_compile_batches:
+            raise UsageError("--torch_compile_batches packs the fast path's batches: it needs --device_data True")
         loaders = [DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
                               collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
                    for source in sources]

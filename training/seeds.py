@@ -144,6 +144,11 @@ class SeedBatches:
         for k in range(skip, steps):
             yield self(epoch * steps + k)
 
+    def compile_packing(self, backend: str | None = None) -> None:
+        """As `DeviceBatches.compile_packing`, for every member."""
+        for member in self.members:
+            member.compile_packing(backend)
+
     def dropped(self) -> int:
         """Examples left out of their packed rows, summed over the members (a host sync, as `DeviceBatches`)."""
         return sum(member.dropped() for member in self.members)

@@ -1,0 +1,113 @@
+"""How many tensor operations a fast-path training step dispatches, by phase: a device-free measure of the host work
+that bounds a GPU step of this small model (each operation is a kernel launch or a view made from Python).
+
+    python benchmarks/bench_step_ops.py --data_dir ../shared/data [--extra '--optim adamw_torch_fused']
+        [--json results/step_ops_cpu.json]
+
+Runs `train_pretrain.main` (the product: `--device_data True`, the faithful depth, heads, block and batch) for
+--steps steps on the CPU at a small width (the counts do not depend on the width), counting every aten operation
+that reaches the dispatcher (a `TorchDispatchMode`) under the innermost function the loop called: the batch's
+drawing, its packing, the forward, the backward, the gradient clipping, the optimizer step, the rest of the step.
+On a CPU the default AdamW runs per tensor; on a GPU the same flag runs a few multi-tensor operations. Eager only:
+under the counter nothing is compiled, so `--torch_compile_batches` is not counted here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import json
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from unittest import mock
+
+import torch
+from accelerate import Accelerator
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import train_pretrain
+from data_scripts import DeviceBatches
+from data_scripts import device_batches as device_batches_module
+from modeling_chargpt import CharGPTForCausalLM
+from training import loop
+
+# (owner, attribute, phase): the functions a step calls, innermost phase wins
+PHASES = [(DeviceBatches, "__call__", "batch drawing"), (device_batches_module, "pack_examples", "packing"),
+          (CharGPTForCausalLM, "forward", "forward"), (Accelerator, "backward", "backward"),
+          (Accelerator, "clip_grad_norm_", "clip"), (torch.optim.AdamW, "step", "optimizer"),
+          (torch.optim.Optimizer, "zero_grad", "zero_grad"), (loop, "_optimizer_step", "step, other")]
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten operations dispatched under each phase (none outside a step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase: str | None = None
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.phase is not None:
+            self.counts[self.phase] += 1
+        return func(*args, **(kwargs or {}))
+
+    def labelled(self, original: Callable, phase: str) -> Callable:
+        @functools.wraps(original)  # Accelerate inspects zero_grad's signature
+        def wrapped(*args, **kwargs):
+            outer, self.phase = self.phase, phase
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.phase = outer
+        return wrapped
+
+
+def count_ops(argv: list[str], steps: int) -> dict[str, float]:
+    """Operations per step by phase for `train_pretrain.main(argv)` run for `steps` steps."""
+    counter = OpCounter()
+    with ExitStack() as stack:
+        for owner, name, phase in PHASES:
+            stack.enter_context(mock.patch.object(owner, name, counter.labelled(getattr(owner, name), phase)))
+        stack.enter_context(counter)
+        train_pretrain.main([*argv, "--max_steps", str(steps)])
+    return {phase: round(n / steps, 1) for phase, n in counter.counts.most_common()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--n_embd", type=int, default=16, help="a small width: the counts do not depend on it")
+    parser.add_argument("--extra", default="", help="more train_pretrain.py flags (quoted), e.g. '--optim "
+                        "adamw_torch_fused'")
+    parser.add_argument("--json", default=None, help="write the counts here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    extra = shlex.split(opts.extra)
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as out:
+        flags = ["--pretrain_corpus_path", f"{opts.data_dir}/wiki.txt", "--output_dir", out, "--n_embd",
+                 str(opts.n_embd), "--device_data", "True", "--report_to", "none", "--checkpointing_steps", "0",
+                 "--disable_tqdm", "True", "--logging_steps", "1000", "--sync_steps", "1000", *extra]
+        counts = count_ops(flags, opts.steps)
+    result = {"command": "python benchmarks/bench_step_ops.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+              "device": "cpu", "torch": torch.__version__, "steps": opts.steps, "flags": extra,
+              "aten_ops_per_step": counts, "total_per_step": round(sum(counts.values()), 1)}
+    for phase, n in counts.items():
+        print(f"{phase:14s} {n:8.1f}")
+    print(f"{'total':14s} {result['total_per_step']:8.1f}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
