@@ -108,6 +108,9 @@ def greedy_until_mask(
             eos_token_id=mask_id,
             cache_implementation=cache_implementation,
             suppress_tokens=[mask_id] if forbid_mask else None,
+            # on a GPU, generate() compiles the forward for a static cache in every process (12 s before the first
+            # batch on an H200, then CUDA graphs per batch shape): more than a whole eager evaluation of this model
+            disable_compile=True,
         )
         for i, row in zip(idx, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
             end = row.index(mask_id) if mask_id in row else len(row)

@@ -90,6 +90,19 @@ def mask_prone_model() -> CharGPTForCausalLM:
     return model
 
 
+def test_evaluation_asks_generate_not_to_compile(monkeypatch):
+    """On a GPU generate() would compile the forward for the static cache in every evaluation process (longer than
+    the eager evaluation): the flag that stops it reaches the place where transformers decides."""
+    seen = []
+
+    def criteria(self, model_kwargs, generation_config):
+        seen.append(generation_config.disable_compile)
+        return False
+
+    monkeypatch.setattr(CharGPTForCausalLM, "_valid_auto_compile_criteria", criteria)
+    greedy_until_mask(mask_prone_model(), TOKENIZER, ["Ann Lee", "Bo Ek"], 2, 4, show_progress=False)
+    assert seen and all(seen)
+
 def test_batched_recitation_and_answer_equal_decoding_each_name_alone():
     model = mask_prone_model()
     names = ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ann L", "Ek Bo"]  # some of one length: batched together
