@@ -5,7 +5,9 @@
         --flags "--n_layer 2 --n_embd 128 --per_device_train_batch_size 32"              # tiny-ish, for a CPU
 
 Each run is `train_pretrain.main` in this process with `--device_data True --max_steps STEPS`, no checkpoints, no
-trackers: first the separate `--seed S` runs, then the `--seeds` run (`--repeats` alternates the pair again).
+trackers: first the separate `--seed S` runs, then the `--seeds` run (`--repeats` alternates the pair again);
+`--concurrent` then launches the separate runs at once, one `train_pretrain.py` process each (a small model leaves a
+GPU idle between one process's launches, which the others can fill).
 Reports the wall time of each (what a user waits: data, model, training, saving) and its training seconds
 (`train_results.json`), and how far each member's final weights are from its separate run's (0.0: bit for bit).
 Bit for bit needs kernels that are: on a CPU with more than one thread the learned position embedding's gradient (an
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,18 +34,44 @@ from safetensors.torch import load_file
 import train_pretrain
 from training import atomic_write_json, run_cli
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pretrain_argv(wiki: Path, out: Path, steps: int, flags: list[str], seed_flags: list[str]) -> list[str]:
+    return ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), "--device_data", "True", "--max_steps",
+            str(steps), "--checkpointing_steps", "0", "--report_to", "none", "--disable_tqdm", "True", *flags,
+            *seed_flags]
+
+
+def train_seconds(out: Path) -> float:
+    return json.loads(next(out.glob("**/train_results.json")).read_text())["train_seconds"]  # members: the run's
+
 
 def pretrain(wiki: Path, out: Path, steps: int, flags: list[str], seed_flags: list[str]) -> dict:
     """One quiet pretraining; its wall and training seconds."""
-    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), "--device_data", "True", "--max_steps",
-            str(steps), "--checkpointing_steps", "0", "--report_to", "none", "--disable_tqdm", "True", *flags,
-            *seed_flags]
+    argv = pretrain_argv(wiki, out, steps, flags, seed_flags)
     start = time.perf_counter()
     if run_cli(train_pretrain.main, argv) != 0:
         sys.exit(f"error: train_pretrain.py {shlex.join(argv)} failed")
-    wall = time.perf_counter() - start
-    trained = json.loads(next(out.glob("**/train_results.json")).read_text())["train_seconds"]  # members: the run's
-    return {"wall_seconds": round(wall, 2), "train_seconds": trained}
+    return {"wall_seconds": round(time.perf_counter() - start, 2), "train_seconds": train_seconds(out)}
+
+
+def pretrain_concurrently(wiki: Path, root: Path, steps: int, flags: list[str], seeds: list[int],
+                          threads: int | None) -> dict:
+    """The separate runs launched at once, one `train_pretrain.py` process per seed: where one host thread cannot
+    keep the GPU busy, the processes' launches interleave. Their wall time together and each one's training time."""
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    start = time.perf_counter()
+    runs = [(root / f"seed{s}", subprocess.Popen(
+        [sys.executable, str(ROOT / "train_pretrain.py"), *pretrain_argv(wiki, root / f"seed{s}", steps, flags,
+                                                                         ["--seed", str(s)])],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)) for s in seeds]
+    for out, process in runs:
+        _, err = process.communicate()
+        if process.returncode != 0:
+            sys.exit(f"error: the concurrent run into {out} failed: {err.strip().splitlines()[-1:]}")
+    return {"wall_seconds": round(time.perf_counter() - start, 2),
+            "train_seconds": [train_seconds(out) for out, _ in runs]}
 
 
 def weight_distance(a: Path, b: Path) -> float:
@@ -61,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flags", default="", help="More train_pretrain.py flags (quoted), e.g. a smaller shape.")
     parser.add_argument("--repeats", type=int, default=1, help="Times to run the separate runs and the --seeds run.")
     parser.add_argument("--threads", type=int, default=None, help="torch threads on a CPU (default: torch's).")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="Also launch the separate runs at once, one process per seed, and time them together.")
     parser.add_argument("--json", default=None, help="Also write the figures to this JSON file.")
     return parser
 
@@ -89,6 +120,13 @@ def main() -> None:
                   f"{walls / together['wall_seconds']:.2f}x; members' largest weight difference from their "
                   f"separate runs: {distance:.3g}",
                   flush=True)
+            if opts.concurrent:
+                at_once = pretrain_concurrently(wiki, root / "concurrent", opts.steps, flags, seeds, opts.threads)
+                at_once["max_weight_difference"] = max(weight_distance(root / f"seed{s}", root / "concurrent" /
+                                                                       f"seed{s}") for s in seeds)
+                rounds[-1]["concurrent"] = at_once
+                print(f"round {r}: {len(seeds)} concurrent processes {at_once['wall_seconds']:.1f}s wall: "
+                      f"{walls / at_once['wall_seconds']:.2f}x the separate runs in a row", flush=True)
     summary = {"command": shlex.join(["python", *sys.argv]), "device": device, "threads": torch.get_num_threads(),
                "cpu_count": os.cpu_count(), "torch": torch.__version__, "steps": opts.steps, "seeds": seeds,
                "flags": opts.flags, "rounds": rounds}

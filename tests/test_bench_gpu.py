@@ -120,15 +120,19 @@ def session_commands(env: dict[str, str]) -> list[list[str]]:
 def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path):
     assert subprocess.run(["bash", "-n", "scripts/gpu_session.sh"], cwd=ROOT).returncode == 0
     commands = session_commands({"OUT": str(tmp_path / "out")})
-    assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "scripts/run_experiments.py",
+    assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "benchmarks/bench_seeds.py",
+                                        "scripts/run_experiments.py", "scripts/run_experiments.py",
+                                        "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py",
                                         "scripts/run_experiments.py", "scripts/select_finetune_lr.py",
-                                        "scripts/select_finetune_lr.py", "scripts/run_experiments.py",
-                                        "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py"]
-    bench_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd = commands
+                                        "scripts/select_finetune_lr.py"]
+    bench_cmd, seeds_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
     assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
     assert opts.out == str(tmp_path / "out" / "bench_gpu.json")
+    # 1b: three seeds in a row, together and at once, on the benchmark's steps
+    opts = load("benchmarks/bench_seeds.py").build_parser().parse_args(seeds_cmd[2:])
+    assert (opts.seeds, opts.concurrent, opts.json) == ("0,1,2", True, str(tmp_path / "out" / "bench_seeds.json"))
     experiments = load("scripts/run_experiments.py")
     opts = experiments.build_parser().parse_args(full_cmd[2:])
     experiments.check_all_stage_flags(opts)

@@ -238,11 +238,14 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
     bench = importlib.import_module("bench_seeds")
     out = tmp_path / "bench.json"
     monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(wiki.parent), "--steps", "2", "--json",
-                                      str(out), "--flags", " ".join([*TINY, "--per_device_train_batch_size", "8"])])
+                                      str(out), "--flags", " ".join([*TINY, "--per_device_train_batch_size", "8"]),
+                                      "--concurrent", "--threads", "1"])
     bench.main()
     (result,) = json.loads(out.read_text())["rounds"]
     assert result["max_weight_difference"] == 0.0 and len(result["separate"]) == 2
     assert result["together"]["wall_seconds"] > 0
+    # --concurrent: the same runs as separate processes at once, each the model its in-process run trained
+    assert result["concurrent"]["max_weight_difference"] == 0.0 and len(result["concurrent"]["train_seconds"]) == 2
     assert "members' largest weight difference from their separate runs: 0\n" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit, match=f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"):
