@@ -69,7 +69,7 @@ def pretrain_concurrently(wiki: Path, root: Path, steps: int, flags: list[str], 
     for out, process in runs:
         _, err = process.communicate()
         if process.returncode != 0:
-            sys.exit(f"error: the concurrent run into {out} failed: {err.strip().splitlines()[-1:]}")
+            sys.exit(f"error: the concurrent run into {out} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
     return {"wall_seconds": round(time.perf_counter() - start, 2),
             "train_seconds": [train_seconds(out) for out, _ in runs]}
 
