@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import json
 import shlex
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import train_pretrain
 from data_scripts import DeviceBatches
 from data_scripts import device_batches as device_batches_module
 from modeling_chargpt import CharGPTForCausalLM
-from training import loop
+from training import atomic_write_json, loop
 
 # (owner, attribute, phase): the functions a step calls, innermost phase wins
 PHASES = [(DeviceBatches, "__call__", "batch drawing"), (device_batches_module, "pack_examples", "packing"),
@@ -105,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{phase:14s} {n:8.1f}")
     print(f"{'total':14s} {result['total_per_step']:8.1f}")
     if opts.json:
-        Path(opts.json).write_text(json.dumps(result, indent=2) + "\n")
+        atomic_write_json(opts.json, result)
     return 0
 
 

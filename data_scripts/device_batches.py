@@ -169,10 +169,10 @@ def pack_examples(
 
 
 @functools.cache
-def compiled_packing(backend: str = "inductor") -> Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]:
+def compiled_packing(backend: str) -> Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]:
     """`pack_examples` through torch.compile as one graph (static shapes, no graph break allowed): on a GPU a step's
     ~100 small packing kernels become a few fused ones. Cached per backend, so members of `--seeds` share it (each
-    distinct row count compiles once)."""
+    distinct row count compiles once); no default, so one backend is one cache entry."""
     return torch.compile(pack_examples, dynamic=False, fullgraph=True, backend=backend)
 
 
@@ -333,7 +333,7 @@ class DeviceBatches:
         self.generator = torch.Generator(device=self.device)
         self._permutation: tuple[int, torch.Tensor] | None = None
         self._dropped = torch.zeros((), dtype=torch.long, device=self.device)
-        self.pack = pack_examples  # or `compiled_packing()`'s (`compile_packing`): the same batches
+        self.pack = pack_examples  # or `compiled_packing`'s (`compile_packing`): the same batches
         if not packing:
             self.rows = batch_size
         elif rows is None:
