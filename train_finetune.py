@@ -157,7 +157,8 @@ def build_parser() -> HfArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="finetune")
     seeds = parse_seeds(args.seeds)
-    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision)
+    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
+                stack_seeds=args.stack_seeds)
     pretrained = data_args.model_name_or_path is not None
     accelerator = make_accelerator(args)
 

@@ -164,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--qa_only_epochs {qa_epochs} leaves no mixed epoch of --num_train_epochs "
                          f"{args.num_train_epochs}")
     seeds = parse_seeds(args.seeds)
-    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision)
+    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
+                stack_seeds=args.stack_seeds)
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)

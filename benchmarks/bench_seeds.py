@@ -7,7 +7,10 @@
 Each run is `train_pretrain.main` in this process with `--device_data True --max_steps STEPS`, no checkpoints, no
 trackers: first the separate `--seed S` runs, then the `--seeds` run (`--repeats` alternates the pair again);
 `--concurrent` then launches the separate runs at once, one `train_pretrain.py` process each (a small model leaves a
-GPU idle between one process's launches, which the others can fill).
+GPU idle between one process's launches, which the others can fill); each `--stacked FLAGS` then runs the seeds as
+one stacked model (`--seeds ... --stack_seeds True` plus FLAGS, e.g. "" and "--torch_compile True"): the members are
+their separate runs in distribution only (dropout masks drawn together), so their weight difference is reported, not
+required to be 0.
 Reports the wall time of each (what a user waits: data, model, training, saving) and its training seconds
 (`train_results.json`), and how far each member's final weights are from its separate run's (0.0: bit for bit).
 Bit for bit needs kernels that are: on a CPU with more than one thread the learned position embedding's gradient (an
@@ -92,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="torch threads on a CPU (default: torch's).")
     parser.add_argument("--concurrent", action="store_true",
                         help="Also launch the separate runs at once, one process per seed, and time them together.")
+    parser.add_argument("--stacked", action="append", default=[], metavar="FLAGS",
+                        help="Also run the seeds stacked (--stack_seeds True) with these extra flags (quoted; '' for "
+                        "none); repeat for several stacked runs.")
     parser.add_argument("--json", default=None, help="Also write the figures to this JSON file.")
     return parser
 
@@ -127,6 +133,18 @@ def main() -> None:
                 rounds[-1]["concurrent"] = at_once
                 print(f"round {r}: {len(seeds)} concurrent processes {at_once['wall_seconds']:.1f}s wall: "
                       f"{walls / at_once['wall_seconds']:.2f}x the separate runs in a row", flush=True)
+            for k, extra in enumerate(opts.stacked):
+                out = root / f"stacked{k}"
+                stacked = pretrain(wiki, out, opts.steps, [*flags, *shlex.split(extra)],
+                                   ["--seeds", opts.seeds, "--stack_seeds", "True"])
+                stacked["flags"] = extra
+                stacked["max_weight_difference"] = max(weight_distance(root / f"seed{s}", out / f"seed-{s}")
+                                                       for s in seeds)
+                rounds[-1].setdefault("stacked", []).append(stacked)
+                print(f"round {r}: stacked {extra or '(no extra flags)'} {stacked['wall_seconds']:.1f}s wall "
+                      f"({stacked['train_seconds']:.1f}s training): {walls / stacked['wall_seconds']:.2f}x the "
+                      f"separate runs in a row; largest weight difference {stacked['max_weight_difference']:.3g}",
+                      flush=True)
     summary = {"command": shlex.join(["python", *sys.argv]), "device": device, "threads": torch.get_num_threads(),
                "cpu_count": os.cpu_count(), "torch": torch.__version__, "steps": opts.steps, "seeds": seeds,
                "flags": opts.flags, "rounds": rounds}

@@ -38,7 +38,8 @@ from training import atomic_write_json, loop
 # (owner, attribute, phase): the functions a step calls, innermost phase wins
 PHASES = [(DeviceBatches, "__call__", "batch drawing"), (device_batches_module, "pack_examples", "packing"),
           (CharGPTForCausalLM, "forward", "forward"), (Accelerator, "backward", "backward"),
-          (Accelerator, "clip_grad_norm_", "clip"), (torch.optim.AdamW, "step", "optimizer"),
+          (Accelerator, "clip_grad_norm_", "clip"), (loop, "clip_members_", "clip"),
+          (torch.optim.AdamW, "step", "optimizer"),
           (torch.optim.Optimizer, "zero_grad", "zero_grad"), (loop, "_optimizer_step", "step, other")]
 
 

@@ -125,7 +125,7 @@ def attention_with_dropout(
     scaling = D**-0.5 if scaling is None else scaling
     if mask is None:
         mask = causal_mask(T, S, q.device)
-    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
     if bias.dim() == 4:  # per-row (packed) masks: broadcast over heads rather than copy them B*H times
         att = (q @ k.transpose(-2, -1)).mul_(scaling).add_(bias)
         return apply_dropout(att.softmax(-1), dropout_p, training=True) @ v

@@ -19,17 +19,33 @@ def bernoulli_keep_mask(shape: torch.Size, p: float, device: torch.device) -> to
 
 
 class _FastDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
-        keep = bernoulli_keep_mask(x.shape, p, x.device)
-        ctx.save_for_backward(keep)
-        ctx.scale = 1.0 / (1.0 - p)
-        return x.mul(keep).mul_(ctx.scale)
+    """Dropout with `bernoulli_keep_mask`; also returns the mask (for its backward). Its `vmap` rule draws one mask
+    for the whole batched input, so members vmapped together (`torch.func.vmap(..., randomness="different")`, as
+    training/seeds.py's `SeedEnsemble`) get independent masks."""
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def forward(x: torch.Tensor, p: float) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = bernoulli_keep_mask(x.shape, p, x.device)
+        return x.mul(keep).mul_(1.0 / (1.0 - p)), keep
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: tuple) -> None:
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1])
+        ctx.scale = 1.0 / (1.0 - inputs[1])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _: torch.Tensor) -> tuple[torch.Tensor, None]:
         (keep,) = ctx.saved_tensors
         return grad.mul(keep).mul_(ctx.scale), None
+
+    @staticmethod
+    def vmap(info, in_dims: tuple, x: torch.Tensor, p: float) -> tuple[tuple, tuple]:
+        if info.randomness != "different":
+            raise RuntimeError("chargpt's CPU dropout under vmap needs randomness='different'")
+        if in_dims[0] is None:
+            return _FastDropout.apply(x.expand(info.batch_size, *x.shape), p), (0, 0)
+        return _FastDropout.apply(x, p), (in_dims[0], in_dims[0])  # x's own layout: no strided copy
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -38,7 +54,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     if x.device.type != "cpu" or p >= 1.0:
         return F.dropout(x, p, training=True)
-    return _FastDropout.apply(x, p)
+    return _FastDropout.apply(x, p)[0]
 
 
 class CharGPTDropout(nn.Dropout):

@@ -208,6 +208,10 @@ class CharGPTPreTrainedModel(PreTrainedModel):
 class CharGPTModel(CharGPTPreTrainedModel):
     """Embeddings, blocks and final LayerNorm; returns hidden states."""
 
+    # True where the caller has checked the position_ids it passes (`check_positions`): training/stacking.py checks
+    # its stacked members' positions before vmap, under which `torch._assert_async` has no batching rule
+    caller_checks_positions = False
+
     def __init__(self, config: CharGPTConfig) -> None:
         super().__init__(config)
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
@@ -245,8 +249,8 @@ class CharGPTModel(CharGPTPreTrainedModel):
                 position_ids = torch.arange(past_len, past_len + T, device=input_ids.device).expand(B, T)
                 highest, exact = past_len + T - 1, True
         cfg = self.config
-        if cfg.position_embedding_type == "learned" or cfg.attention_type == "synthesizer":
-            self._check_positions(position_ids, highest, exact)
+        if highest is not None or not self.caller_checks_positions:
+            self.check_positions(position_ids, highest, exact)
 
         x = self.tok_emb(input_ids)
         if self.pos_emb is not None:
@@ -263,15 +267,19 @@ class CharGPTModel(CharGPTPreTrainedModel):
             x = block(x, mask, rope, position_ids, past_key_values)
         return self.ln_f(x)
 
-    def _check_positions(self, position_ids: torch.Tensor, highest: int | None, exact: bool) -> None:
-        """Refuse a position beyond the learned tables (`pos_emb`, the synthesizer's `w2`/`b2`) with a clear error.
+    def check_positions(self, position_ids: torch.Tensor, highest: int | None = None, exact: bool = False) -> None:
+        """Refuse a position beyond the learned tables (`pos_emb`, the synthesizer's `w2`/`b2`) with a clear error
+        (rope, sinusoidal and no positions have none: nothing to check).
 
         Reading the positions back would make every training step wait for the device, so the shapes decide
         wherever they can (default positions: `highest` is exact, or an upper bound under a 2D mask). Positions the
         caller gives (packed rows) are checked on the device while training (`torch._assert_async`: no wait on a
         GPU, an immediate error on a CPU) and read back only in evaluation and generation.
         """
-        block = self.config.block_size
+        cfg = self.config
+        if cfg.position_embedding_type != "learned" and cfg.attention_type != "synthesizer":
+            return
+        block = cfg.block_size
         if highest is not None and highest < block:
             return
         if exact:

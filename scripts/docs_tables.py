@@ -865,6 +865,21 @@ def step_ops(results: Results) -> str:
                  + [["**total**", *(f"**{r['total_per_step']:g}**" for r in runs)]])
 
 
+def bench_seeds_cpu(results: Results) -> str:
+    """Three seeds three ways on a CPU: separate runs in a row, `--seeds`, stacked; wall time against the first."""
+    data = results["bench_seeds_cpu"]
+    (round_,) = data["rounds"]
+    separate = sum(run["wall_seconds"] for run in round_["separate"])
+    ways = [("separate runs, one after another", separate, 0.0),
+            (f"`--seeds {','.join(map(str, data['seeds']))}` (one process, members in turn)",
+             round_["together"]["wall_seconds"], round_["max_weight_difference"])]
+    ways += [("`--stack_seeds True`" + (f" `{run['flags']}`" if run["flags"] else ""), run["wall_seconds"],
+              run["max_weight_difference"]) for run in round_.get("stacked", [])]
+    return table(["three seeds", "wall", "vs separate runs", "largest weight difference"],
+                 [[what, f"{wall:.1f} s", f"×{separate / wall:.2f}", "—" if not i else f"{diff:.3g}"]
+                  for i, (what, wall, diff) in enumerate(ways)])
+
+
 def bench_train(results: Results) -> str:
     return _bench_train_table(results["bench_train_cpu"])
 
@@ -1145,7 +1160,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, step_ops, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
+    cpu_fp32_finetuning, timings, bench_gpu, step_ops, bench_seeds_cpu, bench_train, bench_train_bf16, bench_eval,
+    bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, presets)}
 

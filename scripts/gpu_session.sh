@@ -14,7 +14,8 @@
 #   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled, + fused AdamW, + compiled packing (BENCH_STEPS
 #      steps each; variants whose flags train_pretrain.py does not take yet are skipped and named) -> bench_gpu.json
 #   1b. (SEEDS_BENCH=1) benchmarks/bench_seeds.py: seeds 0,1,2 for BENCH_STEPS steps in a row, in one --seeds
-#      process, and as three processes at once  -> bench_seeds.json
+#      process, as three processes at once, and stacked (--stack_seeds True: eager, then with STACKED_COMPILE's
+#      flags)  -> bench_seeds.json
 #   2. if the time left fits the fast path's projected pretraining: scripts/run_experiments.py as `make reproduce`
 #      runs it, for rope, seed 0, on the fast path: the 650-epoch pretraining timed end to end, the reference
 #      finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
@@ -67,9 +68,10 @@ WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
 BENCH=(benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmup_steps "$BENCH_WARMUP" --variants "$BENCH_VARIANTS"
        --extra "$BENCH_EXTRA" --out "$OUT/bench_gpu.json")
-SEEDS_BENCH=${SEEDS_BENCH:-1}  # 1: stage 1b, three seeds in a row, in one --seeds process and as concurrent processes
+SEEDS_BENCH=${SEEDS_BENCH:-1}  # 1: stage 1b, three seeds in a row, in one --seeds process, concurrent, stacked
+STACKED_COMPILE=${STACKED_COMPILE:---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused}
 SEEDS=(benchmarks/bench_seeds.py --data_dir "$DATA" --seeds 0,1,2 --steps "$BENCH_STEPS" --flags "$BENCH_EXTRA"
-       --concurrent --json "$OUT/bench_seeds.json")
+       --concurrent --stacked "" --stacked "$STACKED_COMPILE" --json "$OUT/bench_seeds.json")
 FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
       --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA")
 
@@ -187,9 +189,9 @@ session() {
   timeout "$(( limit > 60 ? limit : 60 ))" "$PY" "${BENCH[@]}" \
     || echo "the benchmark ended with status $? (its finished variants are in bench_gpu.json)"
 
-  if [ "$SEEDS_BENCH" = 1 ] && [ "$(left)" -ge 300 ]; then  # how a reproduce should train its seeds (issue 23)
+  if [ "$SEEDS_BENCH" = 1 ] && [ "$(left)" -ge 360 ]; then  # how a reproduce should train its seeds (issue 23)
     stage "1b. seeds: $(printf '%q ' "${SEEDS[@]}")"
-    timeout 150 "$PY" "${SEEDS[@]}" || echo "the seeds benchmark ended with status $?"
+    timeout 240 "$PY" "${SEEDS[@]}" || echo "the seeds benchmark ended with status $?"
   fi
 
   # The full run needs the fast path's projected pretraining plus about 120 s of launches, finetuning, evaluation.

@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants (with the "
                         "fast path a variant's seeds pretrain in one train_pretrain.py --seeds process, then "
                         "finetune in one train_finetune.py --seeds process).")
+    parser.add_argument("--stack_seeds", action="store_true",
+                        help="Where a variant's seeds train in one process (the fast path), train them as one stacked "
+                        "model (--stack_seeds True: one set of kernels for all seeds, for GPUs; training/stacking.py).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="",
@@ -201,7 +204,7 @@ def check_all_stage_flags(opts: argparse.Namespace) -> None:
                           "--extra / --pretrain_extra")
         check_stage_flags("finetune", [*recipe["finetune"], *extra], both)
         if seeds_together(opts):
-            check_stage_flags("finetune", [*FAST_PATH["finetune"], "--seeds", opts.seeds, *recipe["finetune"], *extra],
+            check_stage_flags("finetune", [*FAST_PATH["finetune"], *seed_flags(opts), *recipe["finetune"], *extra],
                               both)
 
 
@@ -212,10 +215,17 @@ def seeds_together(opts: argparse.Namespace) -> bool:
     return fast_path_on(opts.fast_path) and len(opts.seeds.split(",")) > 1
 
 
+def seed_flags(opts: argparse.Namespace) -> list[str]:
+    """How a variant's seeds train together (`--seeds`, stacked with `--stack_seeds`), or none: one run per seed."""
+    if not seeds_together(opts):
+        return []
+    return ["--seeds", opts.seeds, *(["--stack_seeds", "True"] if opts.stack_seeds else [])]
+
+
 def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
     """train_pretrain.py's flags from the recipe and options (the fast path's first, so the others override it)."""
     fast = FAST_PATH["pretrain"] if fast_path_on(opts.fast_path) else []
-    seeds = ["--seeds", opts.seeds] if seeds_together(opts) else []
+    seeds = seed_flags(opts)
     flags = [*fast, *seeds, *RECIPES[opts.recipe]["pretrain"]]
     if opts.pretrain_epochs is not None:
         flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
@@ -249,7 +259,7 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
     (source,) = {path.parent for path, _ in pretrained.values()}
     seconds = run(launch("train_finetune.py", [
         "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path", str(source),
-        "--output_dir", str(folder), "--seeds", ",".join(map(str, seeds)), "--disable_tqdm", "True",
+        "--output_dir", str(folder), *seed_flags(opts), "--disable_tqdm", "True",
         *FAST_PATH["finetune"], *flags], opts.threads), out / f"{name}-finetune.log")
     return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
 
@@ -271,6 +281,7 @@ def main() -> None:
         """Rewritten after every row (atomically), so a run stopped halfway still leaves its finished rows."""
         summary = {"recipe": opts.recipe, "pretrain_epochs": opts.pretrain_epochs, "extra": opts.extra,
                    "pretrain_extra": opts.pretrain_extra, "fast_path": fast_path_on(opts.fast_path),
+                   "stack_seeds": opts.stack_seeds,
                    "command": shlex.join(["python", *sys.argv]), "data_dir": str(data), "threads": opts.threads,
                    "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
         atomic_write_json(out / "results.json", summary)

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from data_scripts import write_synthetic_corpus
+
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -19,6 +21,15 @@ def data_dir() -> Path:
             f"at ../shared/data relative to the repository root"
         )
     return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def wiki(tmp_path_factory) -> Path:
+    """wiki.txt of a 40-person synthetic world (its 20 training, 10 dev and 10 test questions beside it), for tiny
+    training runs; read only (a module with its own `wiki` fixture overrides this one)."""
+    out = tmp_path_factory.mktemp("world")
+    write_synthetic_corpus(out, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
+    return out / "wiki.txt"
 
 
 @pytest.fixture

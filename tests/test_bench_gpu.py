@@ -13,9 +13,10 @@ import pytest
 import torch
 from test_readme_commands import load
 
+import train_pretrain
 from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset
 from modeling_chargpt import IGNORE_INDEX, CharTokenizer
-from training.cli import run_cli
+from training.cli import check_flags, run_cli
 from training.presets import DEFAULTS, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,6 +134,9 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     # 1b: three seeds in a row, together and at once, on the benchmark's steps
     opts = load("benchmarks/bench_seeds.py").build_parser().parse_args(seeds_cmd[2:])
     assert (opts.seeds, opts.concurrent, opts.json) == ("0,1,2", True, str(tmp_path / "out" / "bench_seeds.json"))
+    assert opts.stacked[0] == "" and "--torch_compile True" in opts.stacked[1]  # stacked: eager, then compiled
+    check_flags(train_pretrain.build_parser(), ["--pretrain_corpus_path", "w", "--output_dir", "o", "--seeds", "0,1",
+                                                "--stack_seeds", "True", *shlex.split(opts.stacked[1])], "pretrain", "")
     experiments = load("scripts/run_experiments.py")
     opts = experiments.build_parser().parse_args(full_cmd[2:])
     experiments.check_all_stage_flags(opts)

@@ -16,20 +16,12 @@ from safetensors.torch import load_file
 
 import train_finetune
 import train_pretrain
-from data_scripts import write_synthetic_corpus
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from training import SeedStack, TrainingDivergedError, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]
 QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
-
-
-@pytest.fixture(scope="module")
-def wiki(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("world")
-    write_synthetic_corpus(out, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
-    return out / "wiki.txt"
 
 
 @pytest.fixture
@@ -259,10 +251,10 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
     monkeypatch.setattr(experiments, "run", lambda cmd, log: calls.append((cmd, log)) or 12.0)
     wiki = tmp_path / "wiki.txt"
 
-    def plan(seeds: str, cuda: bool) -> tuple[list[str], dict, dict]:
+    def plan(seeds: str, cuda: bool, *more: str) -> tuple[list[str], dict, dict]:
         monkeypatch.setattr(experiments.torch.cuda, "is_available", lambda: cuda)
         opts = experiments.build_parser().parse_args(["--data_dir", str(tmp_path), "--out_dir", str(tmp_path),
-                                                      "--recipe", "demo", "--seeds", seeds])
+                                                      "--recipe", "demo", "--seeds", seeds, *more])
         experiments.check_all_stage_flags(opts)  # train_pretrain.py takes the flags it will be given
         flags = experiments.pretrain_stage_flags(opts)
         seed_list = [int(s) for s in seeds.split(",")]
@@ -288,3 +280,10 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
         assert together == finetuned == {} and "--seeds" not in flags
         assert ("--device_data" in flags) == cuda  # the fast path's
     assert len(calls) == 2
+    # --stack_seeds (make reproduce STACK=1): both processes train their members stacked; nothing without --seeds
+    flags, _, _ = plan("0,1", True, "--stack_seeds")
+    assert flags[:6] == ["--device_data", "True", "--seeds", "0,1", "--stack_seeds", "True"]
+    tune_cmd = calls[-1][0]
+    assert tune_cmd[tune_cmd.index("--seeds"):tune_cmd.index("--seeds") + 4] == ["--seeds", "0,1", "--stack_seeds",
+                                                                                 "True"]
+    assert "--stack_seeds" not in plan("0,1", False, "--stack_seeds")[0] and len(calls) == 4

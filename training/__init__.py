@@ -2,8 +2,8 @@
 
 Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`
 (nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`; `seeds`
-(several seeds in one process); `batching`, `pretrained`, `reporting`; `checkpoints`, `export`; `loop`.
-tests/test_imports.py checks it.
+(several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`;
+`checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
 """
 
 from .arguments import ModelArguments, TrainingArguments, build_model_config

@@ -114,6 +114,14 @@ class TrainingArguments:
                   "each saved to OUTPUT_DIR/seed-S and equal to a separate run with --seed S (training/seeds.py). "
                   "Needs --device_data True; one process. None: one model from --seed."},
     )
+    stack_seeds: bool = field(
+        default=False,
+        metadata={"help": "Not in the reference; needs --seeds: train the members as one model with each parameter "
+                  "stacked (torch.func.vmap, training/stacking.py), so a step launches its kernels once for all "
+                  "members instead of once per member (for GPUs, where the step is bound by the launches). The same "
+                  "init, batches and optimizer per member; dropout masks drawn for all members at once, so each "
+                  "member is its separate run in distribution, not bit for bit."},
+    )
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: all epochs)."})
     checkpointing_steps: int = field(default=500, metadata={"help": "Save a resumable checkpoint every N steps."})
     save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept (oldest deleted)."})

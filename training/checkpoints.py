@@ -54,7 +54,8 @@ def save_checkpoint(
     if accelerator.is_main_process:
         trainer_state = {"global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
                          "schedule": schedule.state_dict(), "losses": state.losses,
-                         **({"seeds": state.seeds} if state.seeds is not None else {})}
+                         **({"seeds": state.seeds} if state.seeds is not None else {}),
+                         **({"stack_seeds": True} if state.stacked else {})}
         atomic_write_json(tmp / TRAINER_STATE, trainer_state, indent=None)
         replace_folder(tmp, final)
         for old in sorted(root.glob("step-*"))[: -max(1, save_total_limit)]:
@@ -63,22 +64,26 @@ def save_checkpoint(
     return final
 
 
-def _seeds_flag(seeds: list[int] | None) -> str:
-    return "without --seeds" if seeds is None else f"--seeds {','.join(map(str, seeds))}"
+def _seeds_flag(seeds: list[int] | None, stacked: bool = False) -> str:
+    flag = "without --seeds" if seeds is None else f"--seeds {','.join(map(str, seeds))}"
+    return f"{flag} --stack_seeds" if stacked else flag
 
 
 def load_checkpoint(
-    accelerator: Accelerator, path: Path, schedule: TokenCosineSchedule, seeds: list[int] | None = None
+    accelerator: Accelerator, path: Path, schedule: TokenCosineSchedule, seeds: list[int] | None = None,
+    stacked: bool = False,
 ) -> TrainState:
     """Restore Accelerate's state and the schedule from `path`; returns the loop's counters as they were saved.
 
     A checkpoint of a `--seeds` run resumes only with the same seeds (and a plain one only without): other
-    members would not load, or would train on another seed's batches."""
+    members would not load, or would train on another seed's batches; stacked members (`--stack_seeds`) resume
+    only stacked, their weights being saved as stacked tensors."""
     saved = json.loads((path / TRAINER_STATE).read_text())
-    if saved.get("seeds") != seeds:
-        raise UsageError(f"--resume_from_checkpoint {path}: written by a run {_seeds_flag(saved.get('seeds'))}, "
-                         f"resumed {_seeds_flag(seeds)}")
+    written = (saved.get("seeds"), saved.get("stack_seeds", False))
+    if written != (seeds, stacked):
+        raise UsageError(f"--resume_from_checkpoint {path}: written by a run {_seeds_flag(*written)}, "
+                         f"resumed {_seeds_flag(seeds, stacked)}")
     accelerator.load_state(str(path))
     schedule.load_state_dict(saved["schedule"])
     return TrainState(saved["global_step"], saved["epoch"], saved["step_in_epoch"],
-                      [tuple(x) for x in saved["losses"]], seeds=seeds)
+                      [tuple(x) for x in saved["losses"]], seeds=seeds, stacked=stacked)

@@ -17,13 +17,14 @@ from transformers import PreTrainedModel, PreTrainedTokenizer
 from .files import atomic_write_json, replace_folder
 from .reporting import plot_loss_curve, write_model_card
 from .seeds import SeedStack
+from .stacking import SeedEnsemble
 from .state import TrainResult, TrainState
 
 
 def _folders(model: torch.nn.Module, output_dir: str) -> list[tuple[torch.nn.Module, Path, int | None]]:
     """(model, folder, member index) for each model to save: the model into `output_dir`, or each member of a
-    `SeedStack` into `output_dir`/seed-S."""
-    if isinstance(model, SeedStack):
+    `SeedStack` or `SeedEnsemble` into `output_dir`/seed-S."""
+    if isinstance(model, SeedStack | SeedEnsemble):
         return [(member, Path(output_dir) / f"seed-{seed}", i) for i, (seed, member)
                 in enumerate(zip(model.seeds, model.members, strict=True))]
     return [(model, Path(output_dir), None)]

@@ -31,6 +31,7 @@ from .export import save_final, save_snapshot
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
 from .seeds import ON_DEVICE, SeedBatches, SeedStack, clip_groups, dropout_seed
+from .stacking import SeedEnsemble, clip_members_
 from .state import Loss, TrainResult, TrainState
 from .stopping import StopRequest
 from .syncing import LossWindow, resolve_sync_steps
@@ -89,7 +90,10 @@ def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
         return model
     backend = args.torch_compile_backend or "inductor"
     try:
-        if isinstance(model, SeedStack):  # each member on its own: the dropout reseeding between them stays outside
+        if isinstance(model, SeedEnsemble):  # the vmapped members' loss; seeding stays outside
+            model.compile(mode=args.torch_compile_mode, backend=backend)
+            compiled = model
+        elif isinstance(model, SeedStack):  # each member on its own: the dropout reseeding between them stays outside
             compiled = SeedStack([torch.compile(member, mode=args.torch_compile_mode, backend=backend)
                                   for member in model.members], model.seeds)
         else:
@@ -123,13 +127,16 @@ def train(
     PAD included), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
     corruption transform re-draw for each epoch. A `DeviceBatches` (`--device_data True`) replaces the dataset,
     the collate function and the DataLoader: its batches are built on the device from the step alone; a
-    `SeedBatches` does so for a `SeedStack` model (`--seeds`: several seeds in lockstep, training/seeds.py).
+    `SeedBatches` does so for a `SeedStack` model (`--seeds`: several seeds in lockstep, training/seeds.py; with
+    `--stack_seeds` trained as one `SeedEnsemble`, training/stacking.py).
     Losses are read back from the device every `--sync_steps` steps and before every save (`training.syncing`);
     the NaN check, the logs and Ctrl-C act there. `first_phase=(n, dataset)` trains the first n of the
     `--num_train_epochs` on `dataset` instead (pretraining's QA-only epochs, `--qa_only_epochs`): an epoch is a pass
     over whichever dataset it trains on, and `final_tokens` should count both.
     """
     card, start = dict(card or {}), time.perf_counter()
+    if args.stack_seeds:  # `--seeds` members as one stacked model (training/stacking.py)
+        model = SeedEnsemble(model)
     optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
@@ -164,8 +171,8 @@ def train(
 
     step_model = compile_model(model, args)
     seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in member order
-    clip_sets = clip_groups(model, accelerator.unwrap_model(model))
-    state = _start_state(accelerator, args, schedule, steps_in, seeds)
+    clip = _clipper(accelerator, model, args.max_grad_norm)
+    state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds)
     total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card, seeds)
@@ -191,7 +198,7 @@ def train(
             for batch in _epoch_batches(accelerator, loader_at(state.epoch), state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
                 sync = _syncs_at(state.global_step + 1, sync_steps, args.checkpointing_steps, total_steps)
-                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync, clip_sets)
+                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync, clip)
                 lr = schedule.step(n_examples * tokens_per_example * accelerator.num_processes)
                 state.advance()
                 progress.step(lr)
@@ -235,13 +242,13 @@ def train(
 
 def _start_state(
     accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int],
-    seeds: list[int] | None,
+    seeds: list[int] | None, stacked: bool,
 ) -> TrainState:
     """A new run's counters, or those of `--resume_from_checkpoint` (with the model, optimizer, RNG and schedule)."""
     if not args.resume_from_checkpoint:
-        return TrainState(seeds=seeds)
+        return TrainState(seeds=seeds, stacked=stacked)
     path = resolve_checkpoint(args.output_dir, args.resume_from_checkpoint)
-    state = load_checkpoint(accelerator, path, schedule, seeds)
+    state = load_checkpoint(accelerator, path, schedule, seeds, stacked)
     if state.step_in_epoch >= steps_in(state.epoch):  # saved after an epoch's last batch
         state.end_epoch()
     logger.info("resumed from %s at step %d (epoch %d, batch %d)", path, state.global_step, state.epoch,
@@ -268,14 +275,31 @@ def _syncs_at(step: int, sync_steps: int, checkpointing_steps: int, total_steps:
     return step % sync_steps == 0 or checkpoint_due or step >= total_steps
 
 
+def _clipper(accelerator: Accelerator, model: torch.nn.Module, max_norm: float) -> Callable[[], None]:
+    """The step's gradient clipping (nothing when `max_norm` is 0): the model's norm, or each `--seeds` member's
+    on its own, as separate runs clip (`clip_groups`; stacked members: `clip_members_`)."""
+    unwrapped = accelerator.unwrap_model(model)
+    if max_norm <= 0:
+        return lambda: None
+    if isinstance(unwrapped, SeedEnsemble):
+        parameters = list(model.parameters())
+        return lambda: clip_members_(parameters, max_norm)
+    groups = clip_groups(model, unwrapped)
+
+    def clip() -> None:
+        for parameters in groups:
+            accelerator.clip_grad_norm_(parameters, max_norm)
+
+    return clip
+
+
 def _optimizer_step(
     accelerator: Accelerator, model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict,
-    args: TrainingArguments, state: TrainState, window: LossWindow, sync: bool,
-    clip_sets: list[list[torch.nn.Parameter]],
+    args: TrainingArguments, state: TrainState, window: LossWindow, sync: bool, clip: Callable[[], None],
 ) -> None:
-    """Forward, backward, clip and step on one batch, its loss kept in `window`. At a sync point the window is read
-    back first: a NaN or infinite loss stops the run (before this step reaches the weights), naming the last good
-    checkpoint. Each of `clip_sets` has its gradient norm clipped on its own (`clip_groups`)."""
+    """Forward, backward, `clip` and step on one batch, its loss kept in `window`. At a sync point the window is
+    read back first: a NaN or infinite loss stops the run (before this step reaches the weights), naming the last
+    good checkpoint."""
     # Dropout masks are a function of (seed, step, process) (`dropout_seed`), whatever the DataLoader iterators
     # consumed from the global RNG; a `SeedStack` reseeds before each member. Seeding is a host operation, no sync.
     torch.manual_seed(dropout_seed(args.seed, state.global_step, accelerator.process_index))
@@ -287,9 +311,7 @@ def _optimizer_step(
     if sync:
         window.read_back(state.global_step + 1)
     accelerator.backward(loss)
-    if args.max_grad_norm > 0:
-        for parameters in clip_sets:
-            accelerator.clip_grad_norm_(parameters, args.max_grad_norm)
+    clip()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 

@@ -60,9 +60,13 @@ def parse_seeds(text: str | None) -> list[int] | None:
     return seeds
 
 
-def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str) -> None:
-    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), no fp16."""
+def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str,
+                stack_seeds: bool = False) -> None:
+    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), no fp16;
+    `--stack_seeds` needs `--seeds`."""
     if seeds is None:
+        if stack_seeds:
+            raise UsageError("--stack_seeds stacks the models of --seeds: give --seeds too (e.g. --seeds 0,1,2)")
         return
     if not device_data:
         raise UsageError("--seeds needs --device_data True (each member's batches are a function of its seed and "
@@ -157,9 +161,13 @@ class SeedBatches:
 def device_batches(examples: EncodedExamples, args: TrainingArguments,
                    seeds: list[int] | None) -> DeviceBatches | SeedBatches:
     """`--device_data`'s batches of `examples`: the run's (drawn from --seed), or with `seeds` one `DeviceBatches`
-    per member, each its separate run's."""
+    per member, each its separate run's (with `--stack_seeds` all packed into as many rows as the most any asks)."""
     batches = [DeviceBatches(examples, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
                              packing=args.packing) for seed in seeds or [args.seed]]
+    if seeds is not None and args.stack_seeds:  # stacked members need batches of one shape
+        rows = max(member.rows for member in batches)
+        for member in batches:
+            member.rows = rows
     return batches[0] if seeds is None else SeedBatches(batches)
 
 

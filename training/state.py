@@ -18,6 +18,7 @@ class TrainState:
     losses: list[tuple[int, Loss]] = field(default_factory=list)
     last_loss: Loss = math.nan
     seeds: list[int] | None = None  # a `--seeds` run's, so that a checkpoint resumes only the run that wrote it
+    stacked: bool = False  # whether they are stacked (`--stack_seeds`): its checkpoints hold stacked tensors
 
     def advance(self) -> None:
         """Count one optimizer step (its loss is recorded when it is read back from the device)."""
