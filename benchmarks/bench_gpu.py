@@ -70,6 +70,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "fast path + torch.compile(mode='reduce-overhead') + fused AdamW + compiled packing",
         ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
          "--optim", "adamw_torch_fused", "--torch_compile_batches", "True"]),
+    "fast_compiled_all_tf32": (
+        "fast_compiled_all + TF32 matmuls (compiled, the GPU is busy: matmul speed may count; compare its loss)",
+        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
+         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--tf32", "True"]),
     "fast_tf32": ("fast path + TF32 matmuls (changes the numerics: compare its loss)",
                   ["--device_data", "True", "--tf32", "True"]),
 }

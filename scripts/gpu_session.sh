@@ -11,8 +11,9 @@
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
 # into .gpu/, which it adds to .git/info/exclude. On the device the script installs those wheels, then runs:
-#   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled, + fused AdamW, + compiled packing (BENCH_STEPS
-#      steps each; variants whose flags train_pretrain.py does not take yet are skipped and named) -> bench_gpu.json
+#   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled, + fused AdamW and compiled packing, + TF32
+#      (BENCH_STEPS steps each; variants whose flags train_pretrain.py does not take yet are skipped and named)
+#      -> bench_gpu.json
 #   1b. (SEEDS_BENCH=1) benchmarks/bench_seeds.py: seeds 0,1,2 for BENCH_STEPS steps in a row, in one --seeds
 #      process, as three processes at once, and stacked (--stack_seeds True: eager, then with STACKED_COMPILE's
 #      flags)  -> bench_seeds.json
@@ -56,7 +57,7 @@ BUDGET=${BUDGET:-530}
 BENCH_STEPS=${BENCH_STEPS:-300}
 BENCH_WARMUP=${BENCH_WARMUP:-50}  # steps before the timed window
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
-BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled,fast_compiled_fused,fast_compiled_all}
+BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled,fast_compiled_all,fast_compiled_all_tf32}
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
