@@ -16,7 +16,7 @@ import train_finetune
 import train_pretrain
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from modeling_chargpt.dropout import dropout
-from training import SeedStack, run_cli
+from training import SeedStack, TrainingDivergedError, run_cli
 from training.stacking import SeedEnsemble, clip_members_
 
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64"]
@@ -166,6 +166,29 @@ def test_finetuning_stacked_members_from_their_pretrained_models(wiki, tmp_path)
         after, losses = saved(tmp_path / "fine" / f"seed-{seed}")
         assert torch.equal(after["transformer.tok_emb.weight"], before["transformer.tok_emb.weight"])  # frozen
         assert not torch.equal(after["lm_head.weight"], before["lm_head.weight"]) and len(losses) == 3
+
+
+def test_a_nan_in_one_stacked_member_stops_before_the_update_naming_its_seed(wiki, tmp_path, monkeypatch):
+    original, calls = SeedEnsemble.forward, {"n": 0}
+
+    def forward_that_diverges(self, *a, **kw):
+        out = original(self, *a, **kw)
+        calls["n"] += 1
+        if calls["n"] == 4:  # step 4: seed 1's loss only
+            out.losses = out.losses * torch.tensor([1.0, float("nan")])
+            out.loss = out.losses.sum()
+        return out
+
+    monkeypatch.setattr(SeedEnsemble, "forward", forward_that_diverges)
+    out = tmp_path / "nan"
+    with pytest.raises(TrainingDivergedError,
+                       match=r"loss became nan at step 4 \(epoch 1, seed 1\); stopped before updating the weights.*"
+                             r"step-00000003"):
+        train_pretrain.main(["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUIET,
+                             "--device_data", "True", "--per_device_train_batch_size", "8", "--checkpointing_steps",
+                             "3", "--seeds", "0,1", "--stack_seeds", "True", "--max_steps", "6"])
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000003"]
+    assert not list(out.glob("seed-*"))
 
 
 def test_stack_seeds_without_seeds_is_one_line(wiki, tmp_path, capsys):
