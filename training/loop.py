@@ -91,7 +91,7 @@ def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
     backend = args.torch_compile_backend or "inductor"
     try:
         if isinstance(model, SeedEnsemble):  # the vmapped members' loss; seeding stays outside
-            model.compile(mode=args.torch_compile_mode, backend=backend)
+            model.compile_losses(mode=args.torch_compile_mode, backend=backend)
             compiled = model
         elif isinstance(model, SeedStack):  # each member on its own: the dropout reseeding between them stays outside
             compiled = SeedStack([torch.compile(member, mode=args.torch_compile_mode, backend=backend)

@@ -59,7 +59,7 @@ class SeedEnsemble(nn.Module):
         losses = self._losses(dict(self.stacked.named_parameters()), batch)
         return SeedStackOutput(loss=losses.sum(), losses=losses)
 
-    def compile(self, **options) -> None:
+    def compile_losses(self, **options) -> None:
         """`--torch_compile`: compile the vmapped members' loss (seeding and stacking the batches stay eager)."""
         self._losses = torch.compile(self._losses, **options)
 
