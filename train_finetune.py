@@ -50,6 +50,7 @@ from training import (
     report_done,
     run_card,
     run_cli,
+    seeds_card,
     train,
 )
 
@@ -197,8 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data_args.freeze_parameters is not None:
         frozen = [freeze_matching(member, data_args.freeze_parameters) for member in members]
         deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen[0])} tensors)"
-    if seeds is not None:
-        deviations["trained_with_seeds"] = ",".join(map(str, seeds))
+    deviations.update(seeds_card(seeds, args.stack_seeds))
 
     card = run_card(
         members[0], args,

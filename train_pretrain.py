@@ -51,6 +51,7 @@ from training import (
     report_done,
     run_card,
     run_cli,
+    seeds_card,
     train,
 )
 
@@ -217,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **({"name_windows": data_args.name_windows} if data_args.name_windows else {}),
         **({"objective": data_args.objective} if data_args.objective != "span_corruption" else {}),
         **({"device_data": True} if data_args.device_data else {}),
-        **({"trained_with_seeds": ",".join(map(str, seeds))} if seeds else {}),
+        **seeds_card(seeds, args.stack_seeds),
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,

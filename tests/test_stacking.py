@@ -51,8 +51,9 @@ def test_without_dropout_each_member_is_its_separate_run_up_to_rounding(wiki, tm
         assert [s for s, _ in member_losses] == [s for s, _ in losses] == [1, 2, 3, 4, 5]
         assert [x for _, x in member_losses] == pytest.approx([x for _, x in losses], abs=2e-4)
         members.append(member_weights)
-        assert isinstance(CharGPTForCausalLM.from_pretrained(tmp_path / "stacked" / f"seed-{seed}"),
-                          CharGPTForCausalLM)
+        folder = tmp_path / "stacked" / f"seed-{seed}"
+        assert isinstance(CharGPTForCausalLM.from_pretrained(folder), CharGPTForCausalLM)
+        assert "| trained_with_seeds | 0,1 (stacked) |" in (folder / "README.md").read_text()
     assert not torch.equal(members[0]["lm_head.weight"], members[1]["lm_head.weight"])
 
 

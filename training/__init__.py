@@ -17,7 +17,7 @@ from .precision import cpu_has_fast_bf16, resolve_precision
 from .pretrained import check_chargpt_folder, load_chargpt
 from .reporting import report_done, run_card
 from .schedule import TokenCosineSchedule
-from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds
+from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds, seeds_card
 from .state import TrainResult
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "make_accelerator",
     "parse_args",
     "parse_seeds",
+    "seeds_card",
     "replace_folder",
     "report_done",
     "resolve_precision",

@@ -60,6 +60,13 @@ def parse_seeds(text: str | None) -> list[int] | None:
     return seeds
 
 
+def seeds_card(seeds: list[int] | None, stack_seeds: bool) -> dict[str, str]:
+    """The model card's record of how a `--seeds` member was trained (nothing for a plain run)."""
+    if seeds is None:
+        return {}
+    return {"trained_with_seeds": ",".join(map(str, seeds)) + (" (stacked)" if stack_seeds else "")}
+
+
 def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str,
                 stack_seeds: bool = False) -> None:
     """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), no fp16;
