@@ -36,6 +36,8 @@
 # then, while CONF_NEED seconds are left, seed 0's confidence stage (as 3. above) for learned, then rope
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions, their records with each
 #      answer's confidence, logs, the confidence stage's abstention.json and plots), session.log
+#   With what the benchmark found fastest, e.g. REPRO_ARGS=--stack_seeds (each variant's seeds stacked) and
+#   REPRO_PRETRAIN='--torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused' (pretraining).
 # A CPU dry run of a mode (minutes, tiny model, 1 epoch) checks the plumbing before device time is spent, e.g.
 #   DATA=../shared/data OUT=/tmp/s/out WORK=/tmp/s/work BUDGET=3000 REPRO_ARGS='--pretrain_epochs 1 --seeds 0,1
 #   --variants rope --skip_baselines' FULL_EXTRA='--checkpointing_steps 0 --max_steps 2' bash scripts/gpu_session.sh reproduce
@@ -64,6 +66,7 @@ RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is g
 CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage (issue 24) is given at least
 CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then --preset best's
 REPRO_ARGS=${REPRO_ARGS:-}  # more scripts/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
+REPRO_PRETRAIN=${REPRO_PRETRAIN:-}  # its --pretrain_extra: train_pretrain.py flags, kept whole (e.g. compile flags)
 PY=${PYTHON:-python3}
 WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
@@ -104,7 +107,8 @@ lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held
 lm_select "${LM_SEEDS%%,*}"
 
 REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
-           --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA" $REPRO_ARGS)
+           --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
+           --pretrain_extra "$REPRO_PRETRAIN" $REPRO_ARGS)
 
 conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
   CONF_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"

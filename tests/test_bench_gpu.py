@@ -149,6 +149,13 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert (opts.recipe, opts.variants, opts.synthesizer, opts.seeds, opts.fast_path, opts.pretrain_epochs,
             opts.skip_baselines) == ("reference", "learned,rope", True, "0,1,2", "on", None, False)
     assert experiments.seeds_together(opts) and "--max_steps" not in opts.extra
+    # REPRO_PRETRAIN reaches train_pretrain.py whole (compile flags have spaces), REPRO_ARGS run_experiments.py
+    flags = "--torch_compile True --torch_compile_mode reduce-overhead"
+    tuned = session_commands({"OUT": str(tmp_path / "out"), "REPRO_PRETRAIN": flags, "REPRO_ARGS": "--stack_seeds"})
+    opts = experiments.build_parser().parse_args(tuned[3][2:])
+    experiments.check_all_stage_flags(opts)
+    assert opts.pretrain_extra == flags and opts.stack_seeds
+    assert experiments.pretrain_stage_flags(opts)[-4:] == shlex.split(flags)
     # 3. recite, then answer on the faithful model the full run pretrained: rates chosen on held-out, then --final
     opts = load("scripts/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
     assert opts.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and opts.final
