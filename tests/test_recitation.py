@@ -10,12 +10,15 @@ import pytest
 import torch
 from test_training_scripts import ENV, QUIET, ROOT, TINY, launch, run_ok, world  # noqa: F401  (world: a fixture)
 
+import train_finetune
+import train_pretrain
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
 from data_scripts.recitation import recitation_text
 from evaluation import check_questions, greedy_until_mask, recite
 from evaluation.records import build_records, score_answers, score_recitations
 from evaluation.spans import answer_from_recitation, continue_recitations, recitation_spans
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from training import run_cli
 
 DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",
         "Ann Lee. Ann Lee is a painter .",
@@ -159,12 +162,14 @@ def test_a_reciting_model_refuses_other_questions_and_fits_its_block(tmp_path):
 
 def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (the fixture)
     pre, fin = tmp_path / "pre", tmp_path / "fin"
-    run_ok(launch("train_pretrain.py", "--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre),
-                  *TINY, *QUIET, "--per_device_train_batch_size", "8", "--max_steps", "2",
-                  "--position_embedding_type", "rope"))
-    run_ok(launch("train_finetune.py", "--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
-                  str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre), "--output_dir", str(fin),
-                  *QUIET, "--max_steps", "2", "--per_device_train_batch_size", "8", "--recite", "True"))
+    # the training runs in this process (the evaluations below run as the user runs them)
+    assert run_cli(train_pretrain.main, ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre),
+                                         *TINY, *QUIET, "--per_device_train_batch_size", "8", "--max_steps", "2",
+                                         "--position_embedding_type", "rope"]) == 0
+    assert run_cli(train_finetune.main, ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+                                         str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre),
+                                         "--output_dir", str(fin), *QUIET, "--max_steps", "2",
+                                         "--per_device_train_batch_size", "8", "--recite", "True"]) == 0
     assert json.loads((fin / "config.json").read_text())["answer_format"] == "recite"
     assert "| answer_format | recite |" in (fin / "README.md").read_text()
     preds = tmp_path / "dev.predictions"
