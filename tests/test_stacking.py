@@ -58,15 +58,17 @@ def test_without_dropout_each_member_is_its_separate_run_up_to_rounding(wiki, tm
 
 
 def test_with_dropout_the_members_train_and_resume_bit_for_bit(wiki, tmp_path, capsys):
-    pretrain(wiki, tmp_path / "whole", "--dropout", "0.1", "--seeds", "0,1", "--stack_seeds", "True",
-             "--max_steps", "6")
-    pretrain(wiki, tmp_path / "resumed", "--dropout", "0.1", "--seeds", "0,1", "--stack_seeds", "True",
-             "--max_steps", "3")
-    pretrain(wiki, tmp_path / "resumed", "--dropout", "0.1", "--seeds", "0,1", "--stack_seeds", "True",
-             "--max_steps", "6", "--resume_from_checkpoint", "latest")
+    run = ("--dropout", "0.1", "--seeds", "0,1", "--stack_seeds", "True", "--per_device_train_batch_size", "64")
+    pretrain(wiki, tmp_path / "whole", *run, "--max_steps", "6", "--save_epochs", "1")  # 3 steps an epoch
+    pretrain(wiki, tmp_path / "resumed", *run, "--max_steps", "3")
+    pretrain(wiki, tmp_path / "resumed", *run, "--max_steps", "6", "--resume_from_checkpoint", "latest")
     for seed in (0, 1):
         whole, resumed = saved(tmp_path / "whole" / f"seed-{seed}"), saved(tmp_path / "resumed" / f"seed-{seed}")
         assert all(torch.equal(whole[0][k], resumed[0][k]) for k in whole[0]) and whole[1] == resumed[1], seed
+        # the epoch-1 snapshot holds that member's weights after its 3 steps, not the final ones
+        snapshot = tmp_path / "whole" / f"seed-{seed}" / "epoch-1"
+        assert json.loads((snapshot / "train_results.json").read_text())["global_step"] == 3
+        assert not torch.equal(load_file(snapshot / "model.safetensors")["lm_head.weight"], whole[0]["lm_head.weight"])
     # a stacked checkpoint holds stacked tensors: resuming it unstacked is refused in one line
     argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "resumed"), *TINY, *QUIET,
             "--device_data", "True", "--seeds", "0,1", "--resume_from_checkpoint", "latest"]
