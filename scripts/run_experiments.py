@@ -298,6 +298,9 @@ def main() -> None:
               f"train {row.get('train_seconds', 0):>6.0f}s", flush=True)
 
     pretrain_flags = pretrain_stage_flags(opts)
+    if opts.stack_seeds and not seeds_together(opts):
+        print(f"[{opts.recipe}] --stack_seeds changes nothing here: it stacks the seeds of one --seeds process, and "
+              "each seed trains alone (one seed, or the fast path off, as on a CPU)", flush=True)
     if fast_path_on(opts.fast_path) and (opts.variants or opts.synthesizer):
         print(f"[{opts.recipe}] fast path (--fast_path {opts.fast_path}): pretraining with "
               f"{' '.join(FAST_PATH['pretrain'])}" + ("; each variant's seeds in one process" if

@@ -244,7 +244,7 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
         bench.main()
 
 
-def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch):
+def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     experiments = importlib.import_module("run_experiments")
     calls = []
@@ -287,3 +287,9 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
     assert tune_cmd[tune_cmd.index("--seeds"):tune_cmd.index("--seeds") + 4] == ["--seeds", "0,1", "--stack_seeds",
                                                                                  "True"]
     assert "--stack_seeds" not in plan("0,1", False, "--stack_seeds")[0] and len(calls) == 4
+    # ... and the run says so (here it then stops at the missing data)
+    monkeypatch.setattr(sys, "argv", ["run_experiments.py", "--data_dir", str(tmp_path / "none"), "--out_dir",
+                                      str(tmp_path / "o"), "--seeds", "0,1", "--stack_seeds", "--recipe", "demo"])
+    with pytest.raises(SystemExit, match="file not found"):
+        experiments.main()
+    assert "--stack_seeds changes nothing here" in capsys.readouterr().out
