@@ -1,8 +1,8 @@
 """`--stack_seeds`: the `--seeds` members trained as one model whose parameters are stacked, for host-bound GPUs.
 
 A `SeedStack` runs its members one after the other, so a step launches every kernel once per member; on a GPU this
-small model's step is bound by those launches (docs/performance.md#gpu), and three seeds in one process took as long
-as three runs. A `SeedEnsemble` stacks each parameter of the N members along a new first dimension and runs one
+small model's step is bound by those launches (docs/performance.md#gpu), and three seeds in one process took nearly
+as long as three runs. A `SeedEnsemble` stacks each parameter of the N members along a new first dimension and runs one
 member's forward under `torch.func.vmap` over that dimension (`functional_call`, the torch.func ensembling recipe):
 each operation runs once for all members (batched matmuls), and one AdamW steps N-times-larger tensors.
 
