@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -50,12 +51,16 @@ def train_seconds(out: Path) -> float:
     return json.loads(next(out.glob("**/train_results.json")).read_text())["train_seconds"]  # members: the run's
 
 
+class RunFailed(Exception):
+    """A pretraining that ended with an error (its message is on stderr above)."""
+
+
 def pretrain(wiki: Path, out: Path, steps: int, flags: list[str], seed_flags: list[str]) -> dict:
     """One quiet pretraining; its wall and training seconds."""
     argv = pretrain_argv(wiki, out, steps, flags, seed_flags)
     start = time.perf_counter()
     if run_cli(train_pretrain.main, argv) != 0:
-        sys.exit(f"error: train_pretrain.py {shlex.join(argv)} failed")
+        raise RunFailed(f"train_pretrain.py {shlex.join(argv)} failed")
     return {"wall_seconds": round(time.perf_counter() - start, 2), "train_seconds": train_seconds(out)}
 
 
@@ -97,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Also launch the separate runs at once, one process per seed, and time them together.")
     parser.add_argument("--stacked", action="append", default=[], metavar="FLAGS",
                         help="Also run the seeds stacked (--stack_seeds True) with these extra flags (quoted; '' for "
-                        "none); repeat for several stacked runs.")
+                        "none); repeat for several stacked runs. One that fails (say, to compile) is recorded with "
+                        "its error and the others still run.")
     parser.add_argument("--json", default=None, help="Also write the figures to this JSON file.")
     return parser
 
@@ -111,7 +117,25 @@ def main() -> None:
         torch.set_num_threads(opts.threads)
     seeds, flags = [int(s) for s in opts.seeds.split(",")], shlex.split(opts.flags)
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else cpu_name()
-    rounds = []
+    rounds: list[dict] = []
+    summary = {"command": shlex.join(["python", *sys.argv]), "device": device, "threads": torch.get_num_threads(),
+               "cpu_count": os.cpu_count(), "torch": torch.__version__, "steps": opts.steps, "seeds": seeds,
+               "flags": opts.flags, "rounds": rounds}
+
+    def write() -> None:
+        """After every measurement (atomically), so a run stopped by a time limit keeps what it measured."""
+        if opts.json:
+            atomic_write_json(opts.json, summary)
+
+    try:
+        measure(opts, wiki, seeds, flags, rounds, write)
+    except RunFailed as err:
+        sys.exit(f"error: {err}")
+
+
+def measure(opts: argparse.Namespace, wiki: Path, seeds: list[int], flags: list[str], rounds: list[dict],
+            write: Callable[[], None]) -> None:
+    """Each round's runs, appended to `rounds` and written as they finish."""
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(opts.repeats):
             root = Path(tmp) / f"round{r}"
@@ -119,6 +143,7 @@ def main() -> None:
             together = pretrain(wiki, root / "together", opts.steps, flags, ["--seeds", opts.seeds])
             distance = max(weight_distance(root / f"seed{s}", root / "together" / f"seed-{s}") for s in seeds)
             rounds.append({"separate": separate, "together": together, "max_weight_difference": distance})
+            write()
             walls = sum(run["wall_seconds"] for run in separate)
             print(f"round {r}: {len(seeds)} separate runs {walls:.1f}s wall "
                   f"({sum(run['train_seconds'] for run in separate):.1f}s training); --seeds {opts.seeds} "
@@ -131,12 +156,20 @@ def main() -> None:
                 at_once["max_weight_difference"] = max(weight_distance(root / f"seed{s}", root / "concurrent" /
                                                                        f"seed{s}") for s in seeds)
                 rounds[-1]["concurrent"] = at_once
+                write()
                 print(f"round {r}: {len(seeds)} concurrent processes {at_once['wall_seconds']:.1f}s wall: "
                       f"{walls / at_once['wall_seconds']:.2f}x the separate runs in a row", flush=True)
             for k, extra in enumerate(opts.stacked):
                 out = root / f"stacked{k}"
-                stacked = pretrain(wiki, out, opts.steps, [*flags, *shlex.split(extra)],
-                                   ["--seeds", opts.seeds, "--stack_seeds", "True"])
+                try:
+                    stacked = pretrain(wiki, out, opts.steps, [*flags, *shlex.split(extra)],
+                                       ["--seeds", opts.seeds, "--stack_seeds", "True"])
+                except Exception as err:  # recorded: one variant's failure (e.g. to compile) ends no other
+                    reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+                    rounds[-1].setdefault("stacked", []).append({"flags": extra, "error": reason})
+                    write()
+                    print(f"round {r}: stacked {extra or '(no extra flags)'} failed: {reason}", flush=True)
+                    continue
                 stacked["flags"] = extra
                 stacked["max_weight_difference"] = max(weight_distance(root / f"seed{s}", out / f"seed-{s}")
                                                        for s in seeds)
@@ -145,11 +178,7 @@ def main() -> None:
                       f"({stacked['train_seconds']:.1f}s training): {walls / stacked['wall_seconds']:.2f}x the "
                       f"separate runs in a row; largest weight difference {stacked['max_weight_difference']:.3g}",
                       flush=True)
-    summary = {"command": shlex.join(["python", *sys.argv]), "device": device, "threads": torch.get_num_threads(),
-               "cpu_count": os.cpu_count(), "torch": torch.__version__, "steps": opts.steps, "seeds": seeds,
-               "flags": opts.flags, "rounds": rounds}
-    if opts.json:
-        atomic_write_json(opts.json, summary)
+                write()
 
 
 if __name__ == "__main__":

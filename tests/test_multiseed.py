@@ -231,14 +231,24 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
     out = tmp_path / "bench.json"
     monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(wiki.parent), "--steps", "2", "--json",
                                       str(out), "--flags", " ".join([*TINY, "--per_device_train_batch_size", "8"]),
-                                      "--concurrent", "--threads", "1"])
+                                      "--concurrent", "--threads", "1", "--stacked", "", "--stacked",
+                                      "--torch_compile_mode nonsense", "--stacked", "--dropout 0"])
     bench.main()
     (result,) = json.loads(out.read_text())["rounds"]
     assert result["max_weight_difference"] == 0.0 and len(result["separate"]) == 2
     assert result["together"]["wall_seconds"] > 0
     # --concurrent: the same runs as separate processes at once, each the model its in-process run trained
     assert result["concurrent"]["max_weight_difference"] == 0.0 and len(result["concurrent"]["train_seconds"]) == 2
-    assert "members' largest weight difference from their separate runs: 0\n" in capsys.readouterr().out
+    # --stacked: the members as one stacked model: with dropout their separate runs in distribution only; without
+    # dropout (the separate runs had it) further still
+    stacked = result["stacked"]
+    assert [run["flags"] for run in stacked] == ["", "--torch_compile_mode nonsense", "--dropout 0"]
+    assert all(run["max_weight_difference"] > 0 and run["wall_seconds"] > 0 for run in stacked[::2])
+    # a stacked run that fails is recorded with its reason, and the next one still runs
+    assert set(stacked[1]) == {"flags", "error"} and "failed" in stacked[1]["error"]
+    printed = capsys.readouterr().out
+    assert "members' largest weight difference from their separate runs: 0\n" in printed
+    assert "stacked --torch_compile_mode nonsense failed: " in printed
     monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit, match=f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"):
         bench.main()
