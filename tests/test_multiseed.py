@@ -18,6 +18,7 @@ import train_finetune
 import train_pretrain
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from training import SeedStack, TrainingDivergedError, run_cli
+from training.stacking import SeedEnsemble
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]
@@ -159,25 +160,32 @@ def test_members_are_built_as_their_separate_runs_build_their_models():
     assert not torch.equal(stack.members[0].lm_head.weight, stack.members[1].lm_head.weight)
 
 
+@pytest.mark.parametrize("stacked", [False, True])
 def test_a_nan_in_one_member_stops_before_the_update_naming_its_seed_and_the_last_good_checkpoint(
-        wiki, tmp_path, monkeypatch):
-    original, calls = CharGPTForCausalLM.forward, {"n": 0}
+        wiki, tmp_path, monkeypatch, stacked):
+    owner = SeedEnsemble if stacked else CharGPTForCausalLM  # stacked: one forward for both members
+    original, calls = owner.forward, {"n": 0}
 
     def forward_that_diverges(self, *a, **kw):
         out = original(self, *a, **kw)
         calls["n"] += 1
-        if calls["n"] == 8:  # the members alternate: call 8 is seed 1's forward of step 4
-            out.loss = out.loss * float("nan")
+        if calls["n"] == (4 if stacked else 8):  # in turn the members alternate: call 8 is seed 1's of step 4
+            if stacked:
+                out.losses = out.losses * torch.tensor([1.0, float("nan")])
+                out.loss = out.losses.sum()
+            else:
+                out.loss = out.loss * float("nan")
         return out
 
-    monkeypatch.setattr(CharGPTForCausalLM, "forward", forward_that_diverges)
+    monkeypatch.setattr(owner, "forward", forward_that_diverges)
     out = tmp_path / "nan"
     with pytest.raises(TrainingDivergedError,
                        match=r"loss became nan at step 4 \(epoch 1, seed 1\); stopped before updating the weights.*"
                              r"step-00000003"):
         train_pretrain.main(["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUIET,
                              "--device_data", "True", "--per_device_train_batch_size", "8",
-                             "--checkpointing_steps", "3", "--seeds", "0,1", "--max_steps", "6"])
+                             "--checkpointing_steps", "3", "--seeds", "0,1", "--max_steps", "6",
+                             *(["--stack_seeds", "True"] if stacked else [])])
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000003"]
     assert not list(out.glob("seed-*"))
 

@@ -1,6 +1,6 @@
 """`--stack_seeds`: the `--seeds` members as one stacked model (training/stacking.py): without dropout each member is
 its separate run up to float rounding, with dropout the members draw independent masks; per-member clipping,
-resume, compile, and the one-line errors."""
+resume, compile, and the one-line errors (the NaN stop: tests/test_multiseed.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import train_finetune
 import train_pretrain
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from modeling_chargpt.dropout import dropout
-from training import SeedStack, TrainingDivergedError, run_cli
+from training import SeedStack, run_cli
 from training.stacking import SeedEnsemble, clip_members_
 
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64"]
@@ -124,6 +124,10 @@ def test_the_ensemble_keeps_the_members_init_and_writes_the_trained_slices_back(
     before = [m.lm_head.weight.detach().clone() for m in stack.members]
     ensemble = SeedEnsemble(stack)
     assert ensemble.stacked.lm_head.weight.shape == (2, 12, 16)
+    ensemble.to(torch.float64)  # as preparing it for a device moves it: forward's cached names still hold its tensors
+    assert all(p is ensemble.stacked.get_parameter(n) and p.dtype == torch.float64
+               for n, p in ensemble._named_parameters.items())
+    ensemble.to(torch.float32)
     assert all(torch.equal(ensemble.stacked.lm_head.weight[i], before[i]) for i in range(2))
     with torch.no_grad():
         ensemble.stacked.lm_head.weight.add_(1.0)
@@ -169,29 +173,6 @@ def test_finetuning_stacked_members_from_their_pretrained_models(wiki, tmp_path)
         after, losses = saved(tmp_path / "fine" / f"seed-{seed}")
         assert torch.equal(after["transformer.tok_emb.weight"], before["transformer.tok_emb.weight"])  # frozen
         assert not torch.equal(after["lm_head.weight"], before["lm_head.weight"]) and len(losses) == 3
-
-
-def test_a_nan_in_one_stacked_member_stops_before_the_update_naming_its_seed(wiki, tmp_path, monkeypatch):
-    original, calls = SeedEnsemble.forward, {"n": 0}
-
-    def forward_that_diverges(self, *a, **kw):
-        out = original(self, *a, **kw)
-        calls["n"] += 1
-        if calls["n"] == 4:  # step 4: seed 1's loss only
-            out.losses = out.losses * torch.tensor([1.0, float("nan")])
-            out.loss = out.losses.sum()
-        return out
-
-    monkeypatch.setattr(SeedEnsemble, "forward", forward_that_diverges)
-    out = tmp_path / "nan"
-    with pytest.raises(TrainingDivergedError,
-                       match=r"loss became nan at step 4 \(epoch 1, seed 1\); stopped before updating the weights.*"
-                             r"step-00000003"):
-        train_pretrain.main(["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUIET,
-                             "--device_data", "True", "--per_device_train_batch_size", "8", "--checkpointing_steps",
-                             "3", "--seeds", "0,1", "--stack_seeds", "True", "--max_steps", "6"])
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000003"]
-    assert not list(out.glob("seed-*"))
 
 
 def test_stack_seeds_without_seeds_is_one_line(wiki, tmp_path, capsys):

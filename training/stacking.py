@@ -44,6 +44,8 @@ class SeedEnsemble(nn.Module):
             setattr(template.get_submodule(owner), leaf, nn.Parameter(stacked, parameter.requires_grad))
         template.base_model.caller_checks_positions = True  # `forward` checks them outside vmap
         self.stacked = template
+        # the stacked Parameters by name, built once (moving the module to a device keeps the same Parameter objects)
+        self._named_parameters = dict(template.named_parameters())
         self.seeds = list(stack.seeds)
         self._stack = (stack,)  # a tuple: not a submodule, so its copies are neither prepared nor saved twice
         self._losses: Callable = vmap(self._member_loss, randomness="different")
@@ -56,7 +58,7 @@ class SeedEnsemble(nn.Module):
         batch = {key: torch.stack([b[key] for b in batches]) for key in batches[0]}
         if "position_ids" in batch:
             self.stacked.base_model.check_positions(batch["position_ids"])
-        losses = self._losses(dict(self.stacked.named_parameters()), batch)
+        losses = self._losses(self._named_parameters, batch)
         return SeedStackOutput(loss=losses.sum(), losses=losses)
 
     def compile_losses(self, **options) -> None:
