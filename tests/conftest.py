@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from data_scripts import write_synthetic_corpus
+
+# Under `pytest -n N` (pytest-xdist) the N workers share the cores: each worker, and the processes its tests start,
+# takes its share of the threads instead of all of them (on 2 cores, 2 workers of 2 threads each ran slower).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    _threads = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ["OMP_NUM_THREADS"] = str(_threads)
+    torch.set_num_threads(_threads)
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
