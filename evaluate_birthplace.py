@@ -19,17 +19,10 @@ from transformers import HfArgumentParser
 from transformers.utils import logging
 
 from data_scripts import asked_person, load_qa_tsv
-from evaluation import check_questions, load_metric, predict_birthplaces, recite
 from evaluation.confidence import describe, summarize
-from evaluation.records import (
-    as_line,
-    build_records,
-    find_wiki,
-    records_path_for,
-    score_answers,
-    score_recitations,
-    write_records,
-)
+from evaluation.predict import check_questions, load_metric, predict_birthplaces, recite
+from evaluation.record_files import as_line, records_path_for, write_records
+from evaluation.records import build_records, find_wiki, score_answers, score_recitations
 from evaluation.report_html import report_path_for, write_report
 from evaluation.spans import answer_from_recitation, continue_recitations
 from training import (

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from data_scripts import load_pretrain_corpus, load_qa_tsv
-from evaluation import predict_birthplaces
+from evaluation.predict import predict_birthplaces
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from training import load_chargpt
 

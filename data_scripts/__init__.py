@@ -3,7 +3,7 @@ mixing name prompts into pretraining, and the synthetic default corpus. Every pi
 `datasets` rows; `device_batches` builds the same batches with tensor operations on the training device.
 
 Names are imported lazily (PEP 562), so ``python -m data_scripts.synthetic`` runs without importing torch,
-transformers or datasets.
+transformers or datasets, nor does reading a file with ``read_text_file``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ _EXPORTS = {
     "corruption": ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window",
                    "predictable_documents", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
-    "loading": ["DataFileError", "ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length",
-                "read_text_file"],
+    "loading": ["ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
     "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
     "recitation": ["recitation_dataset", "recitation_example", "recitation_limit"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
+    "textfiles": ["DataFileError", "read_text_file"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 _MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the loss that honours it
@@ -40,20 +40,13 @@ if TYPE_CHECKING:
         truncation_range,
     )
     from .device_batches import DeviceBatches, EncodedExamples
-    from .loading import (
-        DataFileError,
-        ascii_only,
-        asked_person,
-        load_pretrain_corpus,
-        load_qa_tsv,
-        prompt_length,
-        read_text_file,
-    )
+    from .loading import ascii_only, asked_person, load_pretrain_corpus, load_qa_tsv, prompt_length
     from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
     from .packing import PackedCollator, pad_collate, pad_fraction
     from .recitation import recitation_dataset, recitation_example, recitation_limit
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
+    from .textfiles import DataFileError, read_text_file
 
 
 def __getattr__(name: str):

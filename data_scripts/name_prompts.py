@@ -20,7 +20,8 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, UnknownCharacterError
 
-from .loading import DataFileError, ascii_only
+from .loading import ascii_only
+from .textfiles import DataFileError
 
 __all__ = ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"]
 

@@ -19,8 +19,9 @@ import datasets
 from modeling_chargpt import IGNORE_INDEX, PAD_CHAR, CharTokenizer
 
 from .corruption import span_corruption_dataset
-from .loading import DataFileError, load_pretrain_corpus, load_qa_tsv
+from .loading import load_pretrain_corpus, load_qa_tsv
 from .name_prompts import name_prompt_dataset
+from .textfiles import DataFileError
 
 
 def format_example(example: dict, tokenizer) -> tuple[str, str]:

@@ -24,8 +24,9 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, UnknownCharacterError
 
-from .loading import DataFileError, asked_person
+from .loading import asked_person
 from .mixing import question_documents
+from .textfiles import DataFileError
 
 __all__ = ["recitation_dataset", "recitation_example", "recitation_limit"]
 

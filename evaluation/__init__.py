@@ -1,5 +1,8 @@
-"""Birthplace prediction (batched greedy generation) and its exact-match metric."""
+"""Evaluating a birthplace model, one module per job: `predict` (batched greedy answers, the exact-match metric),
+`spans` (answers taken from a recitation), `records` (what each answer rests on: its probability and grounding),
+`record_files` (the predictions and records files), `confidence` (coverage, calibration, thresholds) and
+`report_html` (the error-analysis page).
 
-from .predict import check_questions, greedy_until_mask, load_metric, predict_birthplaces, recite
-
-__all__ = ["check_questions", "greedy_until_mask", "load_metric", "predict_birthplaces", "recite"]
+Nothing is imported here: `evaluation.record_files` and `evaluation.confidence` load without torch or the model,
+so the tools that only read an evaluation's files start in a second.
+"""

@@ -4,7 +4,8 @@ A prediction alone does not say whether the model read the place in the person's
 assignment's last written question). A record says more: the model's probability of its own answer, whether that
 answer occurs in the person's wiki.txt line ("grounded"), anywhere in wiki.txt, and whether the person occurs there
 at all. `evaluate_birthplace.py` writes one record per question as JSON Lines beside its predictions file
-(``<predictions>.records.jsonl``, line i = question i); `evaluation.confidence` and `evaluation.report_html` read them.
+(``<predictions>.records.jsonl``, line i = question i: `evaluation.record_files`); `evaluation.confidence` and
+`evaluation.report_html` read them.
 
 Record fields: ``line`` (of the question in the evaluated TSV), ``question``, ``gold`` (None for test inputs),
 ``answer`` (the model's greedy answer), ``prediction`` (the predictions file's line: the answer, or "" where the
@@ -23,7 +24,6 @@ without a model (the London baseline), grounding fields None without wiki.txt or
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -35,40 +35,24 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from data_scripts import DataFileError, asked_person, read_text_file, recitation_limit
+from data_scripts import asked_person, read_text_file, recitation_limit
 from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
-from training import atomic_write_text
 
 __all__ = [
     "AnswerScore",
     "WikiIndex",
-    "as_line",
     "build_records",
-    "check_records_match",
-    "file_lines",
     "find_wiki",
-    "read_records",
-    "records_path_for",
     "score_answers",
     "score_recitations",
     "whole_word_spans",
-    "write_records",
 ]
-
-REQUIRED = ("line", "question", "gold", "answer", "prediction", "abstained", "correct", "confidence", "grounded")
-
 
 def find_wiki(wiki_path: str | os.PathLike | None, eval_corpus_path: str | os.PathLike) -> WikiIndex | None:
     """`wiki_path`, or else wiki.txt beside the evaluated TSV (the data folder's layout); None where there is none,
     and then nothing is called grounded or not."""
     path = Path(wiki_path) if wiki_path else Path(eval_corpus_path).with_name("wiki.txt")
     return WikiIndex.from_file(path) if wiki_path or path.is_file() else None  # no log: an error line comes alone
-
-
-def records_path_for(predictions_path: str | os.PathLike) -> Path:
-    """Where an evaluation's records live by default: beside its predictions file."""
-    path = Path(predictions_path)
-    return path.with_name(path.name + ".records.jsonl")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -275,56 +259,3 @@ def _grounding(question: str, gold: str, answer: str, wiki: WikiIndex | None) ->
         "person_in_wiki": bool(lines),
         "wiki_lines": [{"line": n, "text": wiki.lines[n - 1]} for n in lines],
     }
-
-
-def write_records(path: str | os.PathLike, records: Sequence[dict[str, Any]]) -> None:
-    """JSON Lines, written atomically (a crash leaves the old file or none)."""
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-
-
-def file_lines(text: str) -> list[str]:
-    """Lines of a newline-terminated file; not `splitlines()`, which also splits at U+2028 and the like (wiki.txt
-    text inside a record may hold them)."""
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
-
-
-def as_line(prediction: str) -> str:
-    """A prediction as its line of a predictions file: a line break the model generated (wiki.txt's vocabulary
-    holds the newline) becomes a space, so the file keeps one line per question. Scores use the prediction itself."""
-    return prediction.replace("\r", " ").replace("\n", " ")
-
-
-def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of one evaluation; a line that is not a record is a `DataFileError` naming the file and line."""
-    records = []
-    for number, line in enumerate(file_lines(read_text_file(path)), start=1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataFileError(path, number, f"not a JSON record ({err.msg}, column {err.colno})") from None
-        missing = [key for key in REQUIRED if not isinstance(record, dict) or key not in record]
-        if missing:
-            raise DataFileError(path, number, f"not an evaluation record (no {', '.join(missing)}); written by "
-                                              "evaluate_birthplace.py?")
-        records.append(record)
-    return records
-
-
-def check_records_match(
-    records_path: str | os.PathLike, records: Sequence[dict[str, Any]], predictions_path: str | os.PathLike
-) -> None:
-    """Refuse records made for another predictions file: same number of lines, the same prediction on each."""
-    try:  # not read_text_file: a file of abstentions only is blank lines, and that is a valid predictions file
-        predictions = file_lines(Path(predictions_path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or err
-        raise DataFileError(predictions_path, None, f"cannot read it ({reason})") from None
-    hint = "records of another evaluation?"
-    if len(records) != len(predictions):
-        raise DataFileError(records_path, None, f"{len(records)} records but {predictions_path} has "
-                                                f"{len(predictions)} predictions: {hint}")
-    for number, (record, prediction) in enumerate(zip(records, predictions, strict=True), start=1):
-        if as_line(record["prediction"]) != prediction:
-            raise DataFileError(records_path, number, f"prediction {record['prediction']!r} but {predictions_path}:"
-                                                      f"{number} is {prediction!r}: {hint}")

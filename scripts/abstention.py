@@ -32,7 +32,7 @@ from evaluation.confidence import (
     scored_grounded,
     summarize,
 )
-from evaluation.records import check_records_match, read_records, records_path_for
+from evaluation.record_files import check_records_match, read_records, records_path_for
 from training import UsageError, atomic_write_json, run_cli
 
 

@@ -28,7 +28,7 @@ from run_experiments import evaluate, finetune_command, run
 from select_finetune_lr import shuffled
 
 from data_scripts import DataFileError
-from evaluation.records import check_records_match, read_records
+from evaluation.record_files import check_records_match, read_records
 from training.files import atomic_write_json
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from probe_recall import probe
 from run_experiments import check_stage_flags
 
-from evaluation.records import read_records
+from evaluation.record_files import read_records
 from training.files import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 import evaluate_birthplace
-from evaluation.records import file_lines
+from evaluation.record_files import file_lines
 from training.cli import UsageError, check_flags, run_logged
 from training.files import atomic_write_json, atomic_write_text
 

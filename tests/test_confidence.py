@@ -26,18 +26,15 @@ from evaluation.confidence import (
     selection_curve,
     summarize,
 )
-from evaluation.records import (
-    AnswerScore,
-    WikiIndex,
+from evaluation.record_files import (
     as_line,
-    build_records,
     check_records_match,
     file_lines,
     read_records,
     records_path_for,
-    score_answers,
     write_records,
 )
+from evaluation.records import AnswerScore, WikiIndex, build_records, score_answers
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from scripts import abstention
 from training import run_cli

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+
+import pytest
+
+from modeling_chargpt import UnknownCharacterError
+from training import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
@@ -64,3 +72,51 @@ def test_the_training_package_imports_at_module_level_only():
                 inside += [f"{path.name}:{node.lineno}" for node in ast.walk(function)
                            if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert not inside, f"imports inside functions: {inside}"
+
+
+@pytest.mark.parametrize("package", ["data_scripts", "training"])
+def test_every_lazily_exported_name_resolves(package):
+    """The packages import their names on first use (PEP 562); a name listed but not found fails here, not in a
+    user's script."""
+    module = importlib.import_module(package)
+    assert set(module.__all__) <= set(dir(module))
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        module.no_such_name  # noqa: B018
+
+
+# What the tools that read and write files but never a model import, with the modules they must not load: torch,
+# the model, datasets and accelerate take seconds to import (scripts/abstention.py --help took 5.2 s, 0.7 s now).
+LIGHT = """
+import runpy, sys
+sys.path.insert(0, "scripts")  # as `python scripts/X.py` would
+import data_scripts, evaluation.confidence, evaluation.record_files, training
+from data_scripts import DataFileError, read_text_file
+from training import UsageError, atomic_write_json, run_cli
+for script in ("abstention", "collect_results", "docs_tables", "plot_results"):
+    runpy.run_path(f"scripts/{script}.py", run_name="imported")
+print(sorted(m for m in ("torch", "modeling_chargpt", "datasets", "accelerate", "evaluate") if m in sys.modules))
+"""
+
+
+def test_tools_that_only_read_files_start_without_torch_or_the_model():
+    proc = subprocess.run([sys.executable, "-c", LIGHT], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
+def test_a_character_outside_the_vocabulary_is_the_users_error_and_any_other_value_error_is_not(capsys):
+    """`run_cli` finds the tokenizer's error without importing the model package itself (`expected_error`)."""
+
+    def unknown(argv):
+        raise UnknownCharacterError("character 'é' (U+00E9) at position 3 is not in the vocabulary")
+
+    def ours(argv):
+        raise ValueError("a bug of ours")
+
+    assert run_cli(unknown, []) == 1
+    assert capsys.readouterr().err.strip().endswith("error: character 'é' (U+00E9) at position 3 is not in the "
+                                                    "vocabulary")
+    with pytest.raises(ValueError, match="a bug of ours"):
+        run_cli(ours, [])

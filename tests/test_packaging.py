@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation import predict_birthplaces
+from evaluation.predict import predict_birthplaces
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

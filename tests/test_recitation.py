@@ -14,7 +14,7 @@ import train_finetune
 import train_pretrain
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
 from data_scripts.recitation import recitation_text
-from evaluation import check_questions, greedy_until_mask, recite
+from evaluation.predict import check_questions, greedy_until_mask, recite
 from evaluation.records import build_records, score_answers, score_recitations
 from evaluation.spans import answer_from_recitation, continue_recitations, recitation_spans
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer

@@ -4,21 +4,61 @@ Modules import in one direction, bottom to top: `errors`, `state`, `files`, `sch
 (nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`; `seeds`
 (several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`;
 `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
+
+Names are imported lazily (PEP 562), as in `data_scripts`: a tool that only writes files (`training.files`) or
+reads flags does not import the training loop, accelerate or the model.
 """
 
-from .arguments import ModelArguments, TrainingArguments, build_model_config
-from .batching import collate_for
-from .checkpoints import find_latest_checkpoint
-from .cli import parse_args, run_cli, run_logged
-from .errors import TrainingDivergedError, UsageError
-from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
-from .loop import build_optimizer, make_accelerator, train
-from .precision import cpu_has_fast_bf16, resolve_precision
-from .pretrained import check_chargpt_folder, load_chargpt
-from .reporting import report_done, run_card
-from .schedule import TokenCosineSchedule
-from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds, seeds_card
-from .state import TrainResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_EXPORTS = {
+    "arguments": ["ModelArguments", "TrainingArguments", "build_model_config"],
+    "batching": ["collate_for"],
+    "checkpoints": ["find_latest_checkpoint"],
+    "cli": ["parse_args", "run_cli", "run_logged"],
+    "errors": ["TrainingDivergedError", "UsageError"],
+    "files": ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "replace_folder"],
+    "loop": ["build_optimizer", "make_accelerator", "train"],
+    "precision": ["cpu_has_fast_bf16", "resolve_precision"],
+    "pretrained": ["check_chargpt_folder", "load_chargpt"],
+    "reporting": ["report_done", "run_card"],
+    "schedule": ["TokenCosineSchedule"],
+    "seeds": ["SeedBatches", "SeedStack", "check_seeds", "device_batches", "parse_seeds", "seeds_card"],
+    "state": ["TrainResult"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+if TYPE_CHECKING:
+    from .arguments import ModelArguments, TrainingArguments, build_model_config
+    from .batching import collate_for
+    from .checkpoints import find_latest_checkpoint
+    from .cli import parse_args, run_cli, run_logged
+    from .errors import TrainingDivergedError, UsageError
+    from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
+    from .loop import build_optimizer, make_accelerator, train
+    from .precision import cpu_has_fast_bf16, resolve_precision
+    from .pretrained import check_chargpt_folder, load_chargpt
+    from .reporting import report_done, run_card
+    from .schedule import TokenCosineSchedule
+    from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds, seeds_card
+    from .state import TrainResult
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __all__ = [
     "ModelArguments",

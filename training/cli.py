@@ -16,18 +16,26 @@ import yaml
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
-from data_scripts import DataFileError
-from modeling_chargpt import UnknownCharacterError
+from data_scripts.textfiles import DataFileError
 
 from .errors import TrainingDivergedError, UsageError
 from .presets import resolve
 
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
-# Errors that are the user's input, not our bug: they get one line, not a traceback.
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
-    DataFileError, UnknownCharacterError, UsageError, TrainingDivergedError, FileNotFoundError
-)
+# Errors that are the user's input, not our bug: they get one line, not a traceback (and chargpt's
+# `UnknownCharacterError`: `expected_error`).
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DataFileError, UsageError, TrainingDivergedError, FileNotFoundError)
+
+
+def expected_error(err: BaseException) -> bool:
+    """Whether `err` is the user's input: one of `EXPECTED_ERRORS`, or a character the tokenizer does not know. The
+    tokenizer's error is looked up where it lives only once the model package is loaded (nothing else raises it), so
+    a tool that never loads a model starts without torch and transformers' models."""
+    if isinstance(err, EXPECTED_ERRORS):
+        return True
+    chargpt = sys.modules.get("modeling_chargpt")
+    return chargpt is not None and isinstance(err, chargpt.UnknownCharacterError)
 
 
 def given_args(parser: HfArgumentParser, argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -100,7 +108,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
 def _exit_status(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None) -> int:
     try:
         return int(main(argv) or 0)
-    except EXPECTED_ERRORS as err:
+    except Exception as err:
+        if not expected_error(err):
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 1
 
