@@ -34,9 +34,12 @@ from data_scripts.device_batches import (
     corrupt_documents,
     draw_corruptions,
     pack_examples,
+    trim_rows,
 )
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from training.arguments import TrainingArguments
 from training.cli import run_cli
+from training.seeds import device_batches
 
 BLOCK = 32  # truncation to 4..28 characters
 HIGH = int(BLOCK * 7 / 8)
@@ -333,6 +336,57 @@ def test_packed_batches_keep_the_padded_loss(mixed, position_embedding_type):
             ours = model(**{k: v for k, v in packed.items()}).loss
             padded = model(**pad_collate(examples)).loss
         assert abs(float(ours) - float(padded)) < 1e-5
+
+
+def test_trimmed_rows_give_the_same_loss_and_gradients_on_fewer_rows(corpus):
+    """`trim_rows` (the CPU loop's batches): the fixed rows' first rows, down to the last one with a target; the
+    rows it drops hold none, so the model's loss and gradients stay those of the whole batch."""
+    docs, tok, _ = corpus
+    examples = EncodedExamples(tok, BLOCK, documents=docs["text"])
+    fixed, trimmed = DeviceBatches(examples, 12, seed=5), DeviceBatches(examples, 12, seed=5, trim=True)
+    torch.manual_seed(0)
+    cfg = CharGPTConfig(vocab_size=len(tok), block_size=BLOCK, n_layer=1, n_head=2, n_embd=16, embd_pdrop=0.0,
+                        resid_pdrop=0.0, attn_pdrop=0.0, position_embedding_type="rope")
+    model = CharGPTForCausalLM(cfg)
+    fewer = 0
+    for step in range(6):
+        whole, short = fixed(step), trimmed(step)
+        used = short["input_ids"].shape[0]
+        fewer += fixed.rows - used
+        for name in ("input_ids", "labels", "position_ids", "attention_mask"):
+            assert torch.equal(short[name], whole[name][:used]), name
+        assert bool(short["labels"][-1].ne(IGNORE_INDEX).any())  # the last row kept holds a target
+        assert bool(whole["labels"][used:].eq(IGNORE_INDEX).all())  # and no row dropped does
+        grads = []
+        for batch in (whole, short):
+            model.zero_grad()
+            loss = model(**{k: v for k, v in batch.items() if k != "num_examples"}).loss
+            loss.backward()
+            grads.append((float(loss), [p.grad.clone() for p in model.parameters()]))
+        assert abs(grads[0][0] - grads[1][0]) < 1e-6
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads[0][1], grads[1][1], strict=True))
+    assert fewer > 0, "the fixed rows always had room to spare: nothing was trimmed"
+    # a batch without any target keeps one row
+    empty = {name: value.clone() for name, value in fixed(0).items() if name != "num_examples"}
+    empty["labels"].fill_(IGNORE_INDEX)
+    assert trim_rows(empty)["input_ids"].shape[0] == 1
+
+
+def test_the_training_loop_trims_rows_on_a_cpu_for_an_eager_unstacked_step_only(corpus):
+    """A compiled step and stacked members need one shape per step, and a GPU step must not read the row count back:
+    those keep the fixed rows."""
+    docs, tok, _ = corpus
+    examples = EncodedExamples(tok, BLOCK, documents=docs["text"])
+
+    def trims(**flags) -> list[bool]:
+        args = TrainingArguments(output_dir="x", per_device_train_batch_size=12, **flags)
+        batches = device_batches(examples, args, [0, 1] if flags.get("stack_seeds") else None)
+        return [member.trim for member in getattr(batches, "members", [batches])]
+
+    assert trims() == [True]
+    assert trims(torch_compile=True) == [False]
+    assert trims(stack_seeds=True) == [False, False]
+    assert not DeviceBatches(examples, 12).trim  # built directly: the fixed rows, as on a GPU
 
 
 def test_packing_layout_and_overflow():

@@ -168,9 +168,12 @@ class SeedBatches:
 def device_batches(examples: EncodedExamples, args: TrainingArguments,
                    seeds: list[int] | None) -> DeviceBatches | SeedBatches:
     """`--device_data`'s batches of `examples`: the run's (drawn from --seed), or with `seeds` one `DeviceBatches`
-    per member, each its separate run's (with `--stack_seeds` all packed into as many rows as the most any asks)."""
+    per member, each its separate run's (with `--stack_seeds` all packed into as many rows as the most any asks).
+    On a CPU an eager step computes only the rows that hold a target (`trim_rows`); a GPU, a compiled step and
+    stacked members keep the fixed rows (no host read, static shapes)."""
+    trim = examples.device.type == "cpu" and not args.torch_compile and not args.stack_seeds
     batches = [DeviceBatches(examples, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
-                             packing=args.packing) for seed in seeds or [args.seed]]
+                             packing=args.packing, trim=trim) for seed in seeds or [args.seed]]
     if seeds is not None and args.stack_seeds:  # stacked members need batches of one shape
         rows = max(member.rows for member in batches)
         for member in batches:
