@@ -856,6 +856,18 @@ def bench_gpu(results: Results) -> str:
                   "loss (last tenth)", "650 epochs (projected)"], rows)
 
 
+def bench_fast_path_cpu(results: Results) -> str:
+    """Today's loop against the fast path on a CPU, run by run (rows compare within a run only)."""
+    rows = []
+    for number, run in enumerate(results["bench_fast_path_cpu"]["runs"], 1):
+        first = run["rows"][0]["steps_per_s"]
+        rows += [[str(number), run["code"].split(":")[0].split(",")[0], f"`{r['variant']}`", str(run["steps"]),
+                  f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}", f"×{r['steps_per_s'] / first:.2f}",
+                  f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}"] for r in run["rows"]]
+    return table(["run", "commit", "variant", "steps", "steps/s", "useful tokens/s", "vs the run's first",
+                  "loss (last tenth)"], rows)
+
+
 def step_ops(results: Results) -> str:
     """Operations per fast-path step by phase, one column per run (`--optim`)."""
     runs = results["step_ops_cpu"]["runs"]
@@ -1162,8 +1174,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, step_ops, bench_seeds_cpu, bench_train, bench_train_bf16, bench_eval,
-    bf16_epoch_seconds,
+    cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, step_ops, bench_seeds_cpu, bench_train,
+    bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, presets)}
 
