@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import math
 import random
 from collections import Counter
@@ -15,6 +16,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+import train_pretrain
 from data_scripts import (
     InterleavedDataset,
     PackedCollator,
@@ -39,6 +41,7 @@ from data_scripts.device_batches import (
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from training.arguments import TrainingArguments
 from training.cli import run_cli
+from training.errors import UsageError
 from training.seeds import device_batches
 
 BLOCK = 32  # truncation to 4..28 characters
@@ -387,6 +390,31 @@ def test_the_training_loop_trims_rows_on_a_cpu_for_an_eager_unstacked_step_only(
     assert trims(torch_compile=True) == [False]
     assert trims(stack_seeds=True) == [False, False]
     assert not DeviceBatches(examples, 12).trim  # built directly: the fixed rows, as on a GPU
+
+
+def test_packed_rows_fix_the_rows_and_what_finds_no_room_is_counted_and_logged(corpus, wiki, tmp_path, caplog):
+    """`--packed_rows N`: every member's batches get N rows; a bad N is one line; a run whose rows are too few for
+    its batches trains on what fits and says how many examples were left out."""
+    docs, tok, _ = corpus
+    examples = EncodedExamples(tok, BLOCK, documents=docs["text"])
+
+    def batches(rows: int, **flags):
+        args = TrainingArguments(output_dir="x", per_device_train_batch_size=12, packed_rows=rows, **flags)
+        return device_batches(examples, args, [0, 1] if flags.get("stack_seeds") else None)
+
+    assert batches(5).rows == 5 and [m.rows for m in batches(5, stack_seeds=True).members] == [5, 5]
+    for rows, message in [(0, "--packed_rows 0: give between 1 and --per_device_train_batch_size \\(12\\)"),
+                          (13, "--packed_rows 13: give between 1"), (5, "not packed \\(--packing False\\)")]:
+        with pytest.raises(UsageError, match=message):
+            batches(rows, packing=rows != 5)
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "out"), "--n_layer", "1",
+            "--n_head", "2", "--n_embd", "16", "--device_data", "True", "--per_device_train_batch_size", "8",
+            "--packed_rows", "1", "--max_steps", "2", "--checkpointing_steps", "0", "--report_to", "none",
+            "--disable_tqdm", "True", "--logging_steps", "1"]
+    with caplog.at_level(logging.WARNING, logger="training.loop"):
+        assert run_cli(train_pretrain.main, argv) == 0
+    left_out = [r.getMessage() for r in caplog.records if "found no room in their packed rows" in r.getMessage()]
+    assert len(left_out) == 1 and int(left_out[0].split()[0]) > 0
 
 
 def test_packing_layout_and_overflow():

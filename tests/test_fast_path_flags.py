@@ -119,6 +119,12 @@ def test_compiled_batches_need_the_device_data_path(tmp_path):
         _run(tmp_path, torch_compile_batches=True)
 
 
+def test_packed_rows_need_the_device_data_path(tmp_path):
+    """`--packed_rows` fixes the fast path's rows per step; the datasets path packs as many as each batch needs."""
+    with pytest.raises(UsageError, match="--packed_rows sets the fast path's fixed rows: it needs --device_data True"):
+        _run(tmp_path, packed_rows=4)
+
+
 def test_an_unknown_compile_mode_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="--torch_compile_mode bogus .*Unrecognized mode=bogus"):
         _run(tmp_path, torch_compile_mode="bogus")

@@ -101,6 +101,13 @@ class TrainingArguments:
                   "losses as padded batches, without the PAD compute (2.5-3.5x faster on CPU). --packing False "
                   "gives the reference's padded batches."},
     )
+    packed_rows: int | None = field(
+        default=None,
+        metadata={"help": "Not in the reference; with --device_data True: the fixed number of packed rows per step "
+                  "(default: the most the first 128 batches need, plus 15%% and 2: 86 for wiki.txt at batch 128, "
+                  "of which about 64 hold examples). Fewer rows compute less on a GPU, where the rows are fixed; an "
+                  "example that finds no room is left out of its step's loss, counted and logged."},
+    )
     save_epochs: str = field(
         default="",
         metadata={"help": "Comma-separated epochs after which the model is also saved to OUTPUT_DIR/epoch-N "

@@ -169,11 +169,17 @@ def device_batches(examples: EncodedExamples, args: TrainingArguments,
                    seeds: list[int] | None) -> DeviceBatches | SeedBatches:
     """`--device_data`'s batches of `examples`: the run's (drawn from --seed), or with `seeds` one `DeviceBatches`
     per member, each its separate run's (with `--stack_seeds` all packed into as many rows as the most any asks).
-    On a CPU an eager step computes only the rows that hold a target (`trim_rows`); a GPU, a compiled step and
-    stacked members keep the fixed rows (no host read, static shapes)."""
+    The fixed rows per step are --packed_rows, or estimated. On a CPU an eager step computes only the rows that hold a
+    target (`trim_rows`); a GPU, a compiled step and stacked members keep the fixed rows (no host read, static
+    shapes)."""
+    rows, size = args.packed_rows, args.per_device_train_batch_size
+    if rows is not None and not args.packing:
+        raise UsageError(f"--packed_rows {rows}: these batches are not packed (--packing False)")
+    if rows is not None and not 1 <= rows <= size:
+        raise UsageError(f"--packed_rows {rows}: give between 1 and --per_device_train_batch_size ({size})")
     trim = examples.device.type == "cpu" and not args.torch_compile and not args.stack_seeds
-    batches = [DeviceBatches(examples, args.per_device_train_batch_size, seed=seed, shuffle=args.shuffle,
-                             packing=args.packing, trim=trim) for seed in seeds or [args.seed]]
+    batches = [DeviceBatches(examples, size, seed=seed, shuffle=args.shuffle, packing=args.packing, rows=rows,
+                             trim=trim) for seed in seeds or [args.seed]]
     if seeds is not None and args.stack_seeds:  # stacked members need batches of one shape
         rows = max(member.rows for member in batches)
         for member in batches:
