@@ -7,6 +7,7 @@ import json
 import math
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,19 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
     assert chosen.model_name_or_path == f"{opts.out_dir}/learned-causal-seeds-pretrain/seed-0"
     assert chosen.seed == 0 and chosen.out_dir == f"{split.out_dir}/learned-seed0"
     assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)
+
+
+def test_gpu_session_environment_check_loads_what_a_run_loads():
+    """The device call's first check runs the script's Python snippet: it must load datasets, evaluate and accelerate
+    (the packages import lazily, so importing them by name alone proves nothing) and print the versions."""
+    script = (ROOT / "scripts/gpu_session.sh").read_text()
+    start = script.index("\"$PY\" -c '", script.index("environment() {")) + len("\"$PY\" -c '")
+    snippet = script[start:script.index("' ||", start)]
+    check = snippet + "\nprint(sorted(m for m in ('datasets', 'evaluate', 'accelerate') if m in sys.modules))\n"
+    proc = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "['accelerate', 'datasets', 'evaluate']"
+    assert "| transformers " in proc.stdout and "NO CUDA DEVICE" in proc.stdout
 
 
 def test_step_ops_counts_each_phase_and_not_the_width(tiny_data, tmp_path):
