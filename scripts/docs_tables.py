@@ -868,6 +868,13 @@ def bench_fast_path_cpu(results: Results) -> str:
                   "loss (last tenth)"], rows)
 
 
+def packed_rows_cpu(results: Results) -> str:
+    """The fast path's fixed packed rows per step against the rows that hold examples."""
+    return table(["batch", "fixed rows (estimated)", "rows used, mean", "rows used, most"],
+                 [[str(r["batch_size"]), str(r["fixed_rows"]), f"{r['mean_rows_used']:.1f}", str(r["max_rows_used"])]
+                  for r in results["bench_fast_path_cpu"]["packed_rows_used"]["rows"]])
+
+
 def step_ops(results: Results) -> str:
     """Operations per fast-path step by phase, one column per run (`--optim`)."""
     runs = results["step_ops_cpu"]["runs"]
@@ -1174,8 +1181,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, step_ops, bench_seeds_cpu, bench_train,
-    bench_train_bf16, bench_eval, bf16_epoch_seconds,
+    cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
+    bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, presets)}
 
