@@ -15,7 +15,9 @@ utilisation (NVML, sampled in a thread every 0.1 s in the window; null on a CPU)
 the mean and spread of the loss over the last tenth of the steps (the paths draw different corruptions, so losses
 agree within that noise, not exactly), and the projected time of the whole pretraining (650 epochs): the time
 before the window plus the remaining steps at the measured rate. The useful tokens are counted on the device as
-each batch enters the loop (one small reduction per step, in every variant alike).
+each batch enters the loop (one small reduction per step, in every variant alike). A variant with `--seeds` trains
+several models per step: its useful tokens are all of theirs, its loss is the first member's, its projection covers
+all of them, and `benchmarks/choose_fast_flags.py` reads the results to pick the flags a GPU session trains with.
 """
 
 from __future__ import annotations
@@ -79,6 +81,15 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "most seen in 20,000 batches): what the empty rows cost a compiled step",
         ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
          "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--packed_rows", "80"]),
+    "fast_compiled_all_seeds3": (
+        "fast_compiled_all training seeds 0, 1, 2 in one process, one model after another (--seeds)",
+        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
+         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--seeds", "0,1,2"]),
+    "fast_compiled_all_stacked3": (
+        "fast_compiled_all training seeds 0, 1, 2 as one stacked model (--seeds --stack_seeds True)",
+        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
+         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--seeds", "0,1,2",
+         "--stack_seeds", "True"]),
     "fast_tf32": ("fast path + TF32 matmuls (changes the numerics: compare its loss)",
                   ["--device_data", "True", "--tf32", "True"]),
 }
@@ -164,7 +175,8 @@ class StepClock:
 
         def counted_batches(*args, **kwargs) -> Iterator[dict]:
             for batch in epoch_batches(*args, **kwargs):
-                self.useful.append((batch["labels"][:, 1:] != IGNORE_INDEX).sum())  # the model shifts the labels
+                members = batch.get("batches", [batch])  # --seeds: every member's batch of this step
+                self.useful.append(sum((b["labels"][:, 1:] != IGNORE_INDEX).sum() for b in members))  # shifted
                 yield batch
 
         with mock.patch.object(LossWindow, "read_back", timed_read_back), \
@@ -262,7 +274,9 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
         wall = time.perf_counter() - start
     if status:
         raise RuntimeError(f"variant {name}: train_pretrain.py ended with status {status}")
-    results = json.loads((output_dir / "train_results.json").read_text())
+    found = [output_dir / "train_results.json"] if (output_dir / "train_results.json").exists() else sorted(
+        output_dir.glob("seed-*/train_results.json"))  # --seeds: one folder per member
+    members = [json.loads(path.read_text()) for path in found]
     points = [(step, t) for step, t in clock.read_backs if step <= opts.steps]
     first = next(((step, t) for step, t in points if step >= opts.warmup_steps), None)
     last = points[-1] if points else None
@@ -273,8 +287,8 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
     useful = torch.stack(clock.useful).tolist() if clock.useful else []
     # Between the read-backs (each after a forward pass): steps first+1 .. last, i.e. batches first .. last-1.
     useful_timed = sum(useful[first[0]:last[0]])
-    losses = [loss for _, loss in results["losses"]]
-    tail = losses[-max(1, len(losses) // 10):]
+    tails = [[loss for _, loss in r["losses"]][-max(1, len(r["losses"]) // 10):] for r in members]
+    tail = tails[0]  # the first member's (seed --seed's, or the first of --seeds): comparable to a one-seed row
     utilisation, samples = sampler.mean(first[1], last[1])
     rate = steps / seconds
     row = {
@@ -286,7 +300,8 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
         "gpu_utilization_percent": utilisation, "gpu_utilization_samples": samples,
         "gpu_utilization_note": sampler.unavailable,
         "peak_memory_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None,
-        "final_loss": results["final_loss"], "loss_tail_mean": round(statistics.mean(tail), 4),
+        "members": len(members), "final_loss": members[0]["final_loss"],
+        "loss_tail_mean": round(statistics.mean(tail), 4),
         "loss_tail_std": round(statistics.pstdev(tail), 4), "loss_tail_steps": len(tail),
         "wall_seconds": round(wall, 1), "seconds_before_window": round(first[1] - start, 1),
         "projected_full_pretraining_s": round(first[1] - start + (full_steps - first[0]) / rate, 1),
@@ -298,19 +313,28 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
 
 
 def table(rows: list[dict]) -> str:
-    """The results as a Markdown table, the first variant as the yardstick."""
+    """The results as a Markdown table, the first variant as the yardstick. A `--seeds` variant trains several models
+    per step: "vs first" compares model-steps per second, its projection is for all of them."""
     if not rows:
         return "(no variant finished)"
-    lines = ["| variant | steps/s | useful tokens/s | vs first | GPU util. | peak memory | loss (last tenth) | "
-             "full pretraining (projected) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| variant | steps/s | useful tokens/s | vs first (per model) | GPU util. | peak memory | "
+             "loss (last tenth) | full pretraining (projected) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    first = model_steps_per_s(rows[0])
     for row in rows:
         util = "-" if row["gpu_utilization_percent"] is None else f"{row['gpu_utilization_percent']:.0f}%"
         memory = "-" if row["peak_memory_mib"] is None else f"{row['peak_memory_mib']:,} MiB"
-        lines.append(f"| {row['variant']} | {row['steps_per_s']:.2f} | {row['useful_tokens_per_s']:,} | "
-                     f"×{row['steps_per_s'] / rows[0]['steps_per_s']:.2f} | {util} | {memory} | "
+        models = row.get("members", 1)
+        name = row["variant"] + (f" ({models} models)" if models > 1 else "")
+        lines.append(f"| {name} | {row['steps_per_s']:.2f} | {row['useful_tokens_per_s']:,} | "
+                     f"×{model_steps_per_s(row) / first:.2f} | {util} | {memory} | "
                      f"{row['loss_tail_mean']:.4f} ± {row['loss_tail_std']:.4f} | "
                      f"{row['projected_full_pretraining_s']:,.0f} s |")
     return "\n".join(lines)
+
+
+def model_steps_per_s(row: dict) -> float:
+    """Optimizer steps per second times the models each step trains (rows written before `members` trained one)."""
+    return row["steps_per_s"] * row.get("members", 1)
 
 
 def _version(package: str) -> str | None:

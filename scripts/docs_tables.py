@@ -843,16 +843,21 @@ def timings(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- performance
 
 
+def model_steps(row: dict) -> float:
+    """A bench_gpu.py row's steps per second times the models each step trains (a `--seeds` variant: several)."""
+    return row["steps_per_s"] * row.get("members", 1)
+
+
 def bench_gpu(results: Results) -> str:
     """Both device calls' benchmark rows: variants compare within a call only (the fast path ran in both)."""
     data, rows = results["bench_gpu_h200"], []
     for number, call in enumerate(data["calls"], 1):
-        first = call["rows"][0]["steps_per_s"]
+        first = model_steps(call["rows"][0])
         rows += [[str(number), f"`{r['variant']}`", f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
-                  f"×{r['steps_per_s'] / first:.2f}", f"{r['gpu_utilization_percent']:.0f}%",
+                  f"×{model_steps(r) / first:.2f}", f"{r['gpu_utilization_percent']:.0f}%",
                   f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}", f"{r['projected_full_pretraining_s']:.0f} s"]
                  for r in call["rows"]]
-    return table(["call", "variant", "steps/s", "useful tokens/s", "vs the call's first", "GPU util.",
+    return table(["call", "variant", "steps/s", "useful tokens/s", "vs the call's first (per model)", "GPU util.",
                   "loss (last tenth)", "650 epochs (projected)"], rows)
 
 

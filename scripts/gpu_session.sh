@@ -11,15 +11,17 @@
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
 # into .gpu/, which it adds to .git/info/exclude. On the device the script installs those wheels, then runs:
-#   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled, + fused AdamW and compiled packing, + TF32
-#      (BENCH_STEPS steps each; variants whose flags train_pretrain.py does not take yet are skipped and named)
-#      -> bench_gpu.json
-#   1b. (SEEDS_BENCH=1) benchmarks/bench_seeds.py: seeds 0,1,2 for BENCH_STEPS steps in a row, in one --seeds
-#      process, as three processes at once, and stacked (--stack_seeds True: eager, then with STACKED_COMPILE's
-#      flags)  -> bench_seeds.json
-#   2. if the time left fits the fast path's projected pretraining: scripts/run_experiments.py as `make reproduce`
-#      runs it, for rope, seed 0, on the fast path: the 650-epoch pretraining timed end to end, the reference
-#      finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
+#   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled with fused AdamW and compiled packing, the same
+#      for seeds 0,1,2 stacked and one after another in one process, + TF32 (BENCH_STEPS steps each; variants whose
+#      flags train_pretrain.py does not take yet are skipped and named)  -> bench_gpu.json; then
+#      benchmarks/choose_fast_flags.py picks from it the fastest faithful flags for one seed (FULL_PRETRAIN) and for
+#      three (REPRO_PRETRAIN, REPRO_ARGS), where not given (its reasons go to session.log)
+#   1b. (SEEDS_BENCH=1, off by default: the benchmark's seeds rows decide) benchmarks/bench_seeds.py: seeds 0,1,2
+#      for BENCH_STEPS steps in a row, in one --seeds process, as three processes at once, and stacked (eager, then
+#      with STACKED_COMPILE's flags)  -> bench_seeds.json
+#   2. if the time left fits the chosen flags' projected pretraining: scripts/run_experiments.py as `make reproduce`
+#      runs it, for rope, seed 0, on the fast path with FULL_PRETRAIN: the 650-epoch pretraining timed end to end, the
+#      reference finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
 #      each answer's confidence) and logs go into faithful_rope_outputs.tar.gz
 #   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
 #      CONF_RATES (the reference 6e-4, then --preset best's 2e-4) on the training questions outside 400 held out,
@@ -36,8 +38,9 @@
 # then, while CONF_NEED seconds are left, seed 0's confidence stage (as 3. above) for learned, then rope
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions, their records with each
 #      answer's confidence, logs, the confidence stage's abstention.json and plots), session.log
-#   With what the benchmark found fastest, e.g. REPRO_ARGS=--stack_seeds (each variant's seeds stacked) and
-#   REPRO_PRETRAIN='--torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused' (pretraining).
+#   With what the benchmark found fastest: copy the first call's bench_gpu.json to CHOOSE_FROM (.gpu/bench_gpu.json)
+#   and choose_fast_flags.py sets REPRO_PRETRAIN and REPRO_ARGS from it (e.g. --stack_seeds and compile flags), or
+#   give them yourself, e.g. REPRO_ARGS=--stack_seeds REPRO_PRETRAIN='--torch_compile True --optim adamw_torch_fused'.
 # A CPU dry run of a mode (minutes, tiny model, 1 epoch) checks the plumbing before device time is spent, e.g.
 #   DATA=../shared/data OUT=/tmp/s/out WORK=/tmp/s/work BUDGET=3000 REPRO_ARGS='--pretrain_epochs 1 --seeds 0,1
 #   --variants rope --skip_baselines' FULL_EXTRA='--checkpointing_steps 0 --max_steps 2' bash scripts/gpu_session.sh reproduce
@@ -60,25 +63,33 @@ BENCH_STEPS=${BENCH_STEPS:-300}
 BENCH_WARMUP=${BENCH_WARMUP:-50}  # steps before the timed window
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
 # the unmeasured variants before fast_compiled (measured on the H200): BENCH_TIMEOUT may cut the last one
-BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled_all,fast_compiled_all_tf32,fast_compiled}
+BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled_all,fast_compiled_all_stacked3,fast_compiled_all_seeds3,fast_compiled_all_tf32}
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
 CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage (issue 24) is given at least
 CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then --preset best's
+# Given here, these win over what choose_fast_flags.py finds (bench_gpu.json: this call's, or CHOOSE_FROM's)
+GIVEN_FULL=${FULL_PRETRAIN+given} GIVEN_REPRO=${REPRO_PRETRAIN+given}${REPRO_ARGS+given}
 REPRO_ARGS=${REPRO_ARGS:-}  # more scripts/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
 REPRO_PRETRAIN=${REPRO_PRETRAIN:-}  # its --pretrain_extra: train_pretrain.py flags, kept whole (e.g. compile flags)
+FULL_PRETRAIN=${FULL_PRETRAIN:-}  # the same for stage 2's one-seed faithful run
+FULL_PROJECTED_S=  # stage 2's projected pretraining seconds, from the benchmark
+CHOOSE_FROM=${CHOOSE_FROM:-.gpu/bench_gpu.json}  # an earlier call's benchmark, for `reproduce` (and `commands`)
 PY=${PYTHON:-python3}
 WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
 BENCH=(benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmup_steps "$BENCH_WARMUP" --variants "$BENCH_VARIANTS"
        --extra "$BENCH_EXTRA" --out "$OUT/bench_gpu.json")
-SEEDS_BENCH=${SEEDS_BENCH:-1}  # 1: stage 1b, three seeds in a row, in one --seeds process, concurrent, stacked
+SEEDS_BENCH=${SEEDS_BENCH:-0}  # 1: stage 1b, three seeds in a row, in one --seeds process, concurrent, stacked
 STACKED_COMPILE=${STACKED_COMPILE:---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused}
 SEEDS=(benchmarks/bench_seeds.py --data_dir "$DATA" --seeds 0,1,2 --steps "$BENCH_STEPS" --flags "$BENCH_EXTRA"
        --concurrent --stacked "" --stacked "$STACKED_COMPILE" --json "$OUT/bench_seeds.json")
-FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
-      --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA")
+full_cmd() {
+  FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
+        --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA" --pretrain_extra "$FULL_PRETRAIN")
+}
+full_cmd
 
 RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/faithful/rope-causal-seed0-pretrain" --data_dir "$DATA"
         --out_dir "$WORK/recite" --learning_rates 7.5e-5,1.5e-4,3e-4,6e-4 --final --extra "--recite True $FULL_EXTRA")
@@ -107,9 +118,27 @@ lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held
 }
 lm_select "${LM_SEEDS%%,*}"
 
-REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
-           --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
-           --pretrain_extra "$REPRO_PRETRAIN" $REPRO_ARGS)
+reproduce_cmd() {
+  REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
+             --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
+             --pretrain_extra "$REPRO_PRETRAIN" $REPRO_ARGS)
+}
+reproduce_cmd
+
+choose_flags() {  # the flags benchmarks/choose_fast_flags.py finds fastest in bench_gpu.json $1, where not given
+  [ -f "$1" ] || return 0
+  local chosen CHOSEN_FULL_PRETRAIN CHOSEN_FULL_PROJECTED_S CHOSEN_REPRO_PRETRAIN CHOSEN_REPRO_ARGS
+  chosen=$("$PY" benchmarks/choose_fast_flags.py "$1" --shell) || { echo "no flags chosen from $1"; return 0; }
+  eval "$(sed 's/^/CHOSEN_/' <<< "$chosen")"
+  if [ -z "$GIVEN_FULL" ] && [ -n "${CHOSEN_FULL_PRETRAIN+x}" ]; then
+    FULL_PRETRAIN=$CHOSEN_FULL_PRETRAIN FULL_PROJECTED_S=$CHOSEN_FULL_PROJECTED_S
+  fi
+  if [ -z "$GIVEN_REPRO" ] && [ -n "${CHOSEN_REPRO_PRETRAIN+x}" ]; then
+    REPRO_PRETRAIN=$CHOSEN_REPRO_PRETRAIN REPRO_ARGS=$CHOSEN_REPRO_ARGS
+  fi
+  full_cmd
+  reproduce_cmd
+}
 
 conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
   CONF_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
@@ -200,13 +229,11 @@ session() {
     timeout 240 "$PY" "${SEEDS[@]}" || echo "the seeds benchmark ended with status $?"
   fi
 
-  # The full run needs the fast path's projected pretraining plus about 120 s of launches, finetuning, evaluation.
-  local need
-  need=$("$PY" -c '
-import json, sys
-rows = {r["variant"]: r for r in json.load(open(sys.argv[1]))["rows"]}
-print(round(rows["fast"]["projected_full_pretraining_s"] + 120) if "fast" in rows else 300)
-' "$OUT/bench_gpu.json" 2>/dev/null || echo 300)
+  stage "flags: benchmarks/choose_fast_flags.py $OUT/bench_gpu.json --shell"
+  choose_flags "$OUT/bench_gpu.json"
+  # The full run needs its flags' projected pretraining plus about 120 s of launches, finetuning, evaluation.
+  local need=300
+  [ -n "$FULL_PROJECTED_S" ] && need=$(( ${FULL_PROJECTED_S%.*} + 120 ))
   if [ "$(left)" -ge "$need" ]; then
     stage "2. faithful rope on the fast path, 650 epochs, finetuning, dev and test (about ${need}s needed," \
           "$(left)s left): $(printf '%q ' "${FULL[@]}")"
@@ -240,6 +267,7 @@ print(round(rows["fast"]["projected_full_pretraining_s"] + 120) if "fast" in row
 reproduce_session() {
   stage "environment"
   environment || return 1
+  choose_flags "$CHOOSE_FROM"
   stage "make reproduce SEEDS=0,1,2 SYNTH=1 on the fast path ($(left)s left): $(printf '%q ' "${REPRODUCE[@]}")"
   timeout "$(left)" "$PY" "${REPRODUCE[@]}" || echo "the run ended with status $? (the finished rows are kept)"
   local variant member
@@ -304,6 +332,7 @@ pathlib.Path(sys.argv[2]).write_text(json.dumps(found, indent=1) + "\n")
 
 case "${1:-run}" in
   commands)
+    choose_flags "$CHOOSE_FROM" >&2
     printf '%q ' "$PY" "${BENCH[@]}"; echo
     printf '%q ' "$PY" "${SEEDS[@]}"; echo
     printf '%q ' "$PY" "${FULL[@]}"; echo

@@ -59,12 +59,13 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
     out = tmp_path / "bench.json"
     argv = ["--data_dir", str(tiny_data), "--steps", str(STEPS), "--warmup_steps", str(WARMUP), "--extra", TINY,
             "--variants", "today,future,fast", "--variant", "sparse=--device_data True --sync_steps 4",
+            "--variant", "seed1=--device_data True --seed 1", "--variant", "pair=--device_data True --seeds 0,1",
             "--variant", f"broken=--mixed_qa_corpus_path {tmp_path / 'missing.tsv'}",
             "--out", str(out), "--work_dir", str(tmp_path / "runs")]
     assert run_cli(bench.main, argv) == 1  # one variant failed; the others were measured all the same
     result = json.loads(out.read_text())
     rows = {row["variant"]: row for row in result["rows"]}
-    assert list(rows) == ["today", "fast", "sparse"]
+    assert list(rows) == ["today", "fast", "sparse", "seed1", "pair"]
     [failed] = result["failed"]
     assert failed["variant"] == "broken" and "missing.tsv" in failed["error"]
     [skipped] = result["skipped"]
@@ -78,7 +79,8 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
         assert row["gpu_utilization_percent"] is None and row["peak_memory_mib"] is None  # not measured on a CPU
         assert row["projected_full_pretraining_s"] > row["seconds_before_window"]
         assert 0 < row["useful_tokens_timed"] <= row["steps_timed"] * BATCH * (BLOCK - 1)
-        assert (tmp_path / "runs" / row["variant"] / "model.safetensors").is_file()  # each was a real, saved run
+        saved = ["seed-0", "seed-1"] if row["variant"] == "pair" else ["."]
+        assert all((tmp_path / "runs" / row["variant"] / d / "model.safetensors").is_file() for d in saved)
     # On a CPU every step is read back (its default and --sync_steps 1): timed from step 2 to 6. Read back every
     # 4th step (and at the last), the window is steps 4 to 6 and holds one read-back.
     assert rows["today"]["steps_timed"] == rows["fast"]["steps_timed"] == STEPS - WARMUP
@@ -86,6 +88,15 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
     # The useful targets counted in the loop are those of the batches the datasets path builds for steps 3..6.
     assert rows["today"]["useful_tokens_timed"] == sum(datasets_path_useful_targets(tiny_data / "wiki.txt",
                                                                                     range(WARMUP + 1, STEPS + 1)))
+    # Two seeds in one process: every member's targets count (each member's batches are its separate run's), the
+    # loss is the first member's, and the table compares model-steps per second.
+    assert [rows[v].get("members") for v in ("fast", "seed1", "pair")] == [1, 1, 2]
+    assert rows["pair"]["useful_tokens_timed"] == rows["fast"]["useful_tokens_timed"] + rows["seed1"][
+        "useful_tokens_timed"] != 2 * rows["fast"]["useful_tokens_timed"]
+    assert rows["pair"]["loss_tail_mean"] == pytest.approx(rows["fast"]["loss_tail_mean"], abs=1e-4)
+    line = next(r for r in bench.table(result["rows"]).splitlines() if r.startswith("| pair (2 models) |"))
+    ratio = 2 * rows["pair"]["steps_per_s"] / rows["today"]["steps_per_s"]
+    assert line.split(" | ")[3] == f"×{ratio:.2f}"
 
 
 def test_bench_gpu_reports_bad_input_in_one_line(bench, tiny_data, capsys):
@@ -129,7 +140,9 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
                                         "scripts/select_finetune_lr.py"]
     bench_cmd, seeds_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
-    assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled"}
+    # today's loop as the yardstick, and the rows choose_fast_flags.py decides by: one seed and three seeds compiled
+    assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled_all", "fast_compiled_all_stacked3",
+                                             "fast_compiled_all_seeds3"}
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
     assert opts.out == str(tmp_path / "out" / "bench_gpu.json")
     # 1b: three seeds in a row, together and at once, on the benchmark's steps

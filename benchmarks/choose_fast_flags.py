@@ -1,0 +1,147 @@
+"""The fast-path flags a GPU session should train with, read from what benchmarks/bench_gpu.py measured there.
+
+    python benchmarks/choose_fast_flags.py bench_gpu.json            # the choice, explained
+    python benchmarks/choose_fast_flags.py bench_gpu.json --shell    # as FULL_PRETRAIN=... lines for bash
+
+Why: a device session has minutes, not hours, so its long runs (`scripts/gpu_session.sh`: the faithful pretraining,
+`make reproduce SEEDS=0,1,2`) should use whatever its own benchmark found fastest, without a person in between.
+
+A candidate is a fast-path row (`--device_data True`) that keeps the faithful semantics: fp32 (no `--tf32`) and every
+example in its step (no `--packed_rows`), and whose loss over the last tenth of the steps is the fast path's within
+one step-to-step standard deviation (the larger of the two rows'), so a variant that trains worse is never chosen.
+Among one-model rows the shortest projected pretraining (compile time included) is the single run's choice; among
+rows that train three seeds at once (`--seeds 0,1,2`, `--stack_seeds True` or not) the shortest projection for all
+three is the choice for three seeds. `--shell` prints them as shell assignments for gpu_session.sh:
+FULL_PRETRAIN and FULL_PROJECTED_S (train_pretrain.py flags of the one-seed run, and its projected seconds),
+REPRO_PRETRAIN and REPRO_ARGS (the seeds' flags, and `--stack_seeds` when stacking won); flags that the run's own
+options set (`--device_data`, `--seeds`) are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from training.cli import UsageError, run_cli
+
+UNFAITHFUL = ("--tf32", "--packed_rows")  # flags that change what is computed: opt-in, never chosen for a run
+MIN_TAIL = 5  # losses in a row's last tenth below which its spread says nothing (the reference row is itself)
+SET_BY_THE_RUN = ("--device_data", "--seeds", "--stack_seeds", "--seed")  # flags run_experiments.py sets itself
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bench", help="bench_gpu.json written by benchmarks/bench_gpu.py --out")
+    parser.add_argument("--reference", default="fast",
+                        help="the row whose loss the others must match (default: fast, the plain fast path)")
+    parser.add_argument("--seeds", type=int, default=3, help="how many models a seeds row must train (default 3)")
+    parser.add_argument("--shell", action="store_true", help="print shell assignments for scripts/gpu_session.sh")
+    return parser
+
+
+def flag_pairs(flags: str) -> list[tuple[str, str | None]]:
+    """`--name value` pairs of a row's flags (a flag without a value pairs with None)."""
+    words, pairs, k = shlex.split(flags), [], 0
+    while k < len(words):
+        value = words[k + 1] if k + 1 < len(words) and not words[k + 1].startswith("--") else None
+        pairs.append((words[k], value))
+        k += 1 if value is None else 2
+    return pairs
+
+
+def is_candidate(row: dict, reference: dict) -> str | None:
+    """Why `row` may not be chosen, or None when it may."""
+    names = {name for name, _ in flag_pairs(row["flags"])}
+    if ("--device_data", "True") not in flag_pairs(row["flags"]):
+        return "not the fast path"
+    if names & set(UNFAITHFUL):
+        return f"changes the numerics or the batches ({', '.join(sorted(names & set(UNFAITHFUL)))})"
+    if min(row["loss_tail_steps"], reference["loss_tail_steps"]) < MIN_TAIL:
+        return f"too few losses to compare ({min(row['loss_tail_steps'], reference['loss_tail_steps'])} < {MIN_TAIL})"
+    noise = max(row["loss_tail_std"], reference["loss_tail_std"])
+    if abs(row["loss_tail_mean"] - reference["loss_tail_mean"]) > noise:
+        return (f"loss {row['loss_tail_mean']:.4f}, not within {noise:.4f} of {reference['variant']}'s "
+                f"{reference['loss_tail_mean']:.4f}")
+    return None
+
+
+def run_flags(row: dict) -> str:
+    """The row's flags without those the run sets itself."""
+    kept = [part for name, value in flag_pairs(row["flags"]) if name not in SET_BY_THE_RUN
+            for part in (name, value) if part is not None]
+    return shlex.join(kept)
+
+
+def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
+    """The fastest allowed one-model row and `seeds`-model row (None where none is allowed), and every rejection."""
+    rows = results.get("rows", [])
+    by_name = {row["variant"]: row for row in rows}
+    if reference not in by_name:
+        raise ValueError(f"no {reference!r} row to compare losses with (rows: {', '.join(by_name) or 'none'})")
+    allowed, rejected = [], {}
+    for row in rows:
+        why = None if row is by_name[reference] and "--device_data True" in row["flags"] else is_candidate(
+            row, by_name[reference])
+        if why is None:
+            allowed.append(row)
+        else:
+            rejected[row["variant"]] = why
+    single = [row for row in allowed if row.get("members", 1) == 1]
+    several = [row for row in allowed if row.get("members", 1) == seeds]
+    fastest = min(single, key=lambda r: r["projected_full_pretraining_s"], default=None)
+    fastest_seeds = min(several, key=lambda r: r["projected_full_pretraining_s"], default=None)
+    return {"single": fastest, "seeds": fastest_seeds, "rejected": rejected}
+
+
+def shell_lines(choice: dict) -> list[str]:
+    """Shell assignments for gpu_session.sh (nothing for a run that no row decided)."""
+    lines = []
+    if choice["single"] is not None:
+        lines.append(f"FULL_PRETRAIN={shlex.quote(run_flags(choice['single']))}")
+        lines.append(f"FULL_PROJECTED_S={round(choice['single']['projected_full_pretraining_s'])}")
+    if choice["seeds"] is not None:
+        stacked = ("--stack_seeds", "True") in flag_pairs(choice["seeds"]["flags"])
+        lines.append(f"REPRO_PRETRAIN={shlex.quote(run_flags(choice['seeds']))}")
+        lines.append(f"REPRO_ARGS={shlex.quote('--stack_seeds' if stacked else '')}")
+    return lines
+
+
+def describe(choice: dict, seeds: int) -> list[str]:
+    lines = []
+    for key, what in (("single", "one seed"), ("seeds", f"{seeds} seeds")):
+        row = choice[key]
+        lines.append(f"{what}: " + ("no row allowed" if row is None else
+                                    f"{row['variant']} ({row['projected_full_pretraining_s']:,.0f} s projected): "
+                                    f"{run_flags(row) or '(the fast path alone)'}"))
+    lines += [f"  not {name}: {why}" for name, why in choice["rejected"].items()]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    path = Path(opts.bench)
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(results, dict):
+        raise UsageError(f"{path}: not a bench_gpu.py results file (no rows)")
+    try:
+        choice = choose(results, opts.reference, opts.seeds)
+    except KeyError as err:
+        raise UsageError(f"{path}: a row lacks {err}: not written by benchmarks/bench_gpu.py") from None
+    except ValueError as err:
+        raise UsageError(f"{path}: {err}") from None
+    print("\n".join(describe(choice, opts.seeds)), file=sys.stderr if opts.shell else sys.stdout)
+    if opts.shell:
+        print("\n".join(shell_lines(choice)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

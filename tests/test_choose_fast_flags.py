@@ -1,0 +1,111 @@
+"""benchmarks/choose_fast_flags.py: which flags a GPU session trains with, from its benchmark's rows (made up here),
+and scripts/gpu_session.sh taking them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_bench_gpu import session_commands
+from test_readme_commands import load
+
+from training.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPILED = "--device_data True --torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused"
+
+
+def row(variant: str, flags: str, projected: float, loss: float = 2.33, std: float = 0.025, members: int = 1,
+        tail: int = 30) -> dict:
+    return {"variant": variant, "flags": flags, "projected_full_pretraining_s": projected, "loss_tail_mean": loss,
+            "loss_tail_std": std, "loss_tail_steps": tail, "members": members, "steps_per_s": 1.0}
+
+
+ROWS = [
+    row("today", "--sync_steps 1", 330.0, loss=2.32),
+    row("fast", "--device_data True", 200.0),
+    row("fast_compiled_all", COMPILED, 120.0, loss=2.345),
+    row("fast_compiled_all_tf32", f"{COMPILED} --tf32 True", 60.0),  # faster, but not fp32
+    row("fast_compiled_all_rows80", f"{COMPILED} --packed_rows 80", 100.0),  # faster, but drops examples
+    row("diverged", "--device_data True --optim adamw_torch_capturable", 90.0, loss=2.9),  # fastest, trains worse
+    row("fast_compiled_all_seeds3", f"{COMPILED} --seeds 0,1,2", 360.0, members=3),
+    row("fast_compiled_all_stacked3", f"{COMPILED} --seeds 0,1,2 --stack_seeds True", 250.0, loss=2.31, members=3),
+    row("stacked_short", f"{COMPILED} --seeds 0,1,2 --stack_seeds True", 10.0, members=3, tail=3),  # too few losses
+]
+
+
+@pytest.fixture(scope="module")
+def chooser():
+    return load("benchmarks/choose_fast_flags.py")
+
+
+def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
+    choice = chooser.choose({"rows": ROWS})
+    assert choice["single"]["variant"] == "fast_compiled_all"  # 2.345 is within 0.025 of the fast path's 2.33
+    assert choice["seeds"]["variant"] == "fast_compiled_all_stacked3"
+    rejected = choice["rejected"]
+    assert set(rejected) == {"today", "fast_compiled_all_tf32", "fast_compiled_all_rows80", "diverged",
+                             "stacked_short"}
+    assert "--tf32" in rejected["fast_compiled_all_tf32"] and "--packed_rows" in rejected["fast_compiled_all_rows80"]
+    assert "not within 0.0250" in rejected["diverged"] and "too few losses" in rejected["stacked_short"]
+    # The flags the run sets itself are left out; the rest is what train_pretrain.py gets through --pretrain_extra.
+    assert chooser.run_flags(choice["seeds"]) == COMPILED.removeprefix("--device_data True ")
+    # With the stacked row gone, one model after another is the three seeds' choice; with no seeds row, none.
+    assert chooser.choose({"rows": ROWS[:7]})["seeds"]["variant"] == "fast_compiled_all_seeds3"
+    assert chooser.choose({"rows": ROWS[:2]}) == {"single": ROWS[1], "seeds": None, "rejected": {"today": (
+        "not the fast path")}}
+
+
+def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
+    bench = tmp_path / "bench_gpu.json"
+    bench.write_text(json.dumps({"rows": ROWS}))
+    script = (f"eval \"$({shlex.quote(sys.executable)} benchmarks/choose_fast_flags.py {bench} --shell)\"; "
+              "printf '%s\\n' \"$FULL_PRETRAIN\" \"$FULL_PROJECTED_S\" \"$REPRO_PRETRAIN\" \"$REPRO_ARGS\"")
+    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    flags = COMPILED.removeprefix("--device_data True ")
+    assert proc.stdout.splitlines() == [flags, "120", flags, "--stack_seeds"]
+    assert "3 seeds: fast_compiled_all_stacked3 (250 s projected)" in proc.stderr  # the reasons, for the log
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "not a bench_gpu.py results file"),
+    (json.dumps({"rows": [row("today", "--sync_steps 1", 1.0)]}), "no 'fast' row to compare losses with"),
+    (json.dumps({"rows": [{"variant": "fast", "flags": "--device_data True"}]}), "a row lacks"),
+])
+def test_bad_benchmark_files_are_one_line(chooser, tmp_path, capsys, content, message):
+    bench = tmp_path / "bench.json"
+    bench.write_text(content)
+    assert run_cli(chooser.main, [str(bench)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err and str(bench) in err and len(err.splitlines()) == 1
+
+
+def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
+    bench = tmp_path / "bench_gpu.json"
+    bench.write_text(json.dumps({"rows": ROWS}))
+    experiments = load("scripts/run_experiments.py")
+    flags = COMPILED.removeprefix("--device_data True ")
+
+    def runs(env: dict[str, str]):
+        commands = session_commands({"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench),
+                                     "PYTHON": sys.executable, **env})
+        return [experiments.build_parser().parse_args(c[2:]) for c in commands[2:4]]  # stage 2, reproduce
+
+    full, reproduce = runs({})
+    assert full.pretrain_extra == flags and not full.stack_seeds
+    assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
+    assert experiments.pretrain_stage_flags(reproduce)[-len(flags.split()):] == flags.split()
+    # Flags given to the session win over the benchmark's: REPRO_* for the seeds, FULL_PRETRAIN for stage 2.
+    full, reproduce = runs({"REPRO_ARGS": "", "FULL_PRETRAIN": "--optim adamw_torch_fused"})
+    assert (full.pretrain_extra, reproduce.pretrain_extra, reproduce.stack_seeds) == (
+        "--optim adamw_torch_fused", "", False)
+    # No benchmark file: the defaults (the fast path alone).
+    bench.unlink()
+    full, reproduce = runs({})
+    assert (full.pretrain_extra, reproduce.pretrain_extra, reproduce.stack_seeds) == ("", "", False)
