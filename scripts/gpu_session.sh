@@ -39,7 +39,7 @@
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions, their records with each
 #      answer's confidence, logs, the confidence stage's abstention.json and plots), session.log
 #   With what the benchmark found fastest: copy the first call's bench_gpu.json to CHOOSE_FROM (.gpu/bench_gpu.json)
-#   and choose_fast_flags.py sets REPRO_PRETRAIN and REPRO_ARGS from it (e.g. --stack_seeds and compile flags), or
+#   and choose_fast_flags.py sets REPRO_PRETRAIN from it and adds --stack_seeds to REPRO_ARGS if stacking won, or
 #   give them yourself, e.g. REPRO_ARGS=--stack_seeds REPRO_PRETRAIN='--torch_compile True --optim adamw_torch_fused'.
 # A CPU dry run of a mode (minutes, tiny model, 1 epoch) checks the plumbing before device time is spent, e.g.
 #   DATA=../shared/data OUT=/tmp/s/out WORK=/tmp/s/work BUDGET=3000 REPRO_ARGS='--pretrain_epochs 1 --seeds 0,1
@@ -69,8 +69,9 @@ FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's tr
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
 CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage (issue 24) is given at least
 CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then --preset best's
-# Given here, these win over what choose_fast_flags.py finds (bench_gpu.json: this call's, or CHOOSE_FROM's)
-GIVEN_FULL=${FULL_PRETRAIN+given} GIVEN_REPRO=${REPRO_PRETRAIN+given}${REPRO_ARGS+given}
+# FULL_PRETRAIN or REPRO_PRETRAIN given here (even empty) win over what choose_fast_flags.py finds in bench_gpu.json
+# (this call's, or CHOOSE_FROM's); otherwise the choice sets them and adds its --stack_seeds to REPRO_ARGS
+GIVEN_FULL=${FULL_PRETRAIN+given} GIVEN_REPRO=${REPRO_PRETRAIN+given}
 REPRO_ARGS=${REPRO_ARGS:-}  # more scripts/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
 REPRO_PRETRAIN=${REPRO_PRETRAIN:-}  # its --pretrain_extra: train_pretrain.py flags, kept whole (e.g. compile flags)
 FULL_PRETRAIN=${FULL_PRETRAIN:-}  # the same for stage 2's one-seed faithful run
@@ -134,7 +135,7 @@ choose_flags() {  # the flags benchmarks/choose_fast_flags.py finds fastest in b
     FULL_PRETRAIN=$CHOSEN_FULL_PRETRAIN FULL_PROJECTED_S=$CHOSEN_FULL_PROJECTED_S
   fi
   if [ -z "$GIVEN_REPRO" ] && [ -n "${CHOSEN_REPRO_PRETRAIN+x}" ]; then
-    REPRO_PRETRAIN=$CHOSEN_REPRO_PRETRAIN REPRO_ARGS=$CHOSEN_REPRO_ARGS
+    REPRO_PRETRAIN=$CHOSEN_REPRO_PRETRAIN REPRO_ARGS="$REPRO_ARGS $CHOSEN_REPRO_ARGS"
   fi
   full_cmd
   reproduce_cmd

@@ -101,10 +101,13 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     assert full.pretrain_extra == flags and not full.stack_seeds
     assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
     assert experiments.pretrain_stage_flags(reproduce)[-len(flags.split()):] == flags.split()
-    # Flags given to the session win over the benchmark's: REPRO_* for the seeds, FULL_PRETRAIN for stage 2.
-    full, reproduce = runs({"REPRO_ARGS": "", "FULL_PRETRAIN": "--optim adamw_torch_fused"})
+    # Flags given to the session win over the benchmark's (even empty): REPRO_PRETRAIN for the seeds,
+    # FULL_PRETRAIN for stage 2. REPRO_ARGS (e.g. a dry run's shortening) keeps the choice, which adds to it.
+    full, reproduce = runs({"REPRO_PRETRAIN": "", "FULL_PRETRAIN": "--optim adamw_torch_fused"})
     assert (full.pretrain_extra, reproduce.pretrain_extra, reproduce.stack_seeds) == (
         "--optim adamw_torch_fused", "", False)
+    full, reproduce = runs({"REPRO_ARGS": "--pretrain_epochs 1"})
+    assert (reproduce.pretrain_epochs, reproduce.pretrain_extra, reproduce.stack_seeds) == (1, flags, True)
     # No benchmark file: the defaults (the fast path alone).
     bench.unlink()
     full, reproduce = runs({})
