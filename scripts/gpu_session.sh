@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
 #   run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
-#   bash scripts/gpu_session.sh commands    # print the Python commands it would run (the tests parse them)
+#   bash scripts/gpu_session.sh commands [bench_reproduce]   # the Python commands it would run (the tests parse them)
 #   run(command="bash scripts/gpu_session.sh reproduce", carry=[".gpu"], timeout_s=600)   # a second call: below
 #   run(command="bash scripts/gpu_session.sh recite_lm", carry=[".gpu"], timeout_s=600)   # another: below
 #
@@ -44,6 +44,9 @@
 # A CPU dry run of a mode (minutes, tiny model, 1 epoch) checks the plumbing before device time is spent, e.g.
 #   DATA=../shared/data OUT=/tmp/s/out WORK=/tmp/s/work BUDGET=3000 REPRO_ARGS='--pretrain_epochs 1 --seeds 0,1
 #   --variants rope --skip_baselines' FULL_EXTRA='--checkpointing_steps 0 --max_steps 2' bash scripts/gpu_session.sh reproduce
+# `bench_reproduce` (one call where the device time allows one: a 15-minute loan holds its start and one 10-minute
+# call): a shorter benchmark (today, fast, fast_compiled_all, fast_compiled_all_stacked3; BENCH_TIMEOUT 150), its
+# flags chosen, then `reproduce` with them for the time left  -> bench_gpu.json and what `reproduce` returns
 # `recite_lm` (another call; issue 21's lead recipe at the reference size, the CPU frontier's on 2 cores): the
 # held-out split of the training questions; LM_VARIANT (rope or learned) pretraining on the fast path, LM_EPOCHS
 # epochs of uncorrupted documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several,
@@ -63,6 +66,11 @@ BENCH_STEPS=${BENCH_STEPS:-300}
 BENCH_WARMUP=${BENCH_WARMUP:-50}  # steps before the timed window
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
 # the unmeasured variants before fast_compiled (measured on the H200): BENCH_TIMEOUT may cut the last one
+if [ "${1:-run}" = bench_reproduce ] || [ "${1:-} ${2:-}" = "commands bench_reproduce" ]; then
+  # the yardstick, the loss reference (choose_fast_flags.py needs it), the likely choices for one seed and three
+  BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled_all,fast_compiled_all_stacked3}
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-150}
+fi
 BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled_all,fast_compiled_all_stacked3,fast_compiled_all_seeds3,fast_compiled_all_tf32}
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
@@ -220,18 +228,14 @@ session() {
   stage "environment"
   environment || return 1
 
-  stage "1. benchmark: $(printf '%q ' "${BENCH[@]}")"
   local limit=$(( $(left) - 240 < BENCH_TIMEOUT ? $(left) - 240 : BENCH_TIMEOUT ))
-  timeout "$(( limit > 60 ? limit : 60 ))" "$PY" "${BENCH[@]}" \
-    || echo "the benchmark ended with status $? (its finished variants are in bench_gpu.json)"
+  benchmark "$(( limit > 60 ? limit : 60 ))"
 
   if [ "$SEEDS_BENCH" = 1 ] && [ "$(left)" -ge 360 ]; then  # how a reproduce should train its seeds (issue 23)
     stage "1b. seeds: $(printf '%q ' "${SEEDS[@]}")"
     timeout 240 "$PY" "${SEEDS[@]}" || echo "the seeds benchmark ended with status $?"
   fi
 
-  stage "flags: benchmarks/choose_fast_flags.py $OUT/bench_gpu.json --shell"
-  choose_flags "$OUT/bench_gpu.json"
   # The full run needs its flags' projected pretraining plus about 120 s of launches, finetuning, evaluation.
   local need=300
   [ -n "$FULL_PROJECTED_S" ] && need=$(( ${FULL_PROJECTED_S%.*} + 120 ))
@@ -265,10 +269,17 @@ session() {
   echo "done in ${SECONDS}s"
 }
 
-reproduce_session() {
+benchmark() {  # stage 1 in at most $1 seconds, then the flags chosen from what it measured
+  stage "1. benchmark: $(printf '%q ' "${BENCH[@]}")"
+  timeout "$1" "$PY" "${BENCH[@]}" || echo "the benchmark ended with status $? (its finished variants are in bench_gpu.json)"
+  stage "flags: benchmarks/choose_fast_flags.py $OUT/bench_gpu.json --shell"
+  choose_flags "$OUT/bench_gpu.json"
+}
+
+reproduce_session() {  # $1 = bench: the benchmark first, in this call, and its flags
   stage "environment"
   environment || return 1
-  choose_flags "$CHOOSE_FROM"
+  if [ "${1:-}" = bench ]; then benchmark "$BENCH_TIMEOUT"; else choose_flags "$CHOOSE_FROM"; fi
   stage "make reproduce SEEDS=0,1,2 SYNTH=1 on the fast path ($(left)s left): $(printf '%q ' "${REPRODUCE[@]}")"
   timeout "$(left)" "$PY" "${REPRODUCE[@]}" || echo "the run ended with status $? (the finished rows are kept)"
   local variant member
@@ -349,6 +360,9 @@ case "${1:-run}" in
   reproduce)
     mkdir -p "$OUT" "$WORK"
     reproduce_session 2>&1 | tee -a "$OUT/session.log" ;;
+  bench_reproduce)
+    mkdir -p "$OUT" "$WORK"
+    reproduce_session bench 2>&1 | tee -a "$OUT/session.log" ;;
   prepare)
     set -e
     SRC=${DATA_SRC:-../shared/data}
@@ -366,6 +380,6 @@ case "${1:-run}" in
     mkdir -p "$OUT" "$WORK"
     session 2>&1 | tee -a "$OUT/session.log" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh [run|reproduce|recite_lm|prepare|commands]" >&2
+    echo "usage: bash scripts/gpu_session.sh [run|reproduce|bench_reproduce|recite_lm|prepare|commands]" >&2
     exit 2 ;;
 esac

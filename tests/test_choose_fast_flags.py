@@ -112,3 +112,19 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     bench.unlink()
     full, reproduce = runs({})
     assert (full.pretrain_extra, reproduce.pretrain_extra, reproduce.stack_seeds) == ("", "", False)
+
+
+def test_gpu_session_bench_reproduce_measures_what_the_choice_needs(tmp_path):
+    """The one-call mode's shorter benchmark keeps the fast path (the loss reference) and a row for one seed and
+    for three, so its choice can pick compiled and stacked flags for the reproduction that follows."""
+    proc = subprocess.run(["bash", "scripts/gpu_session.sh", "commands", "bench_reproduce"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+    assert proc.returncode == 0, proc.stderr
+    bench = load("benchmarks/bench_gpu.py")
+    opts = bench.build_parser().parse_args(shlex.split(proc.stdout.splitlines()[0])[2:])
+    names = opts.variants.split(",")
+    assert {"today", "fast"} <= set(names) and all(name in bench.VARIANTS for name in names)
+    three = [name for name in names if "0,1,2" in bench.VARIANTS[name][1]]  # the value of --seeds
+    one = [name for name in names if name not in three and "--torch_compile" in bench.VARIANTS[name][1]]
+    assert three and one  # a compiled row for one seed, and a row for three
