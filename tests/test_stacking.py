@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch.func import vmap
 
+import modeling_chargpt.dropout
 import train_finetune
 import train_pretrain
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
@@ -182,3 +185,19 @@ def test_stack_seeds_without_seeds_is_one_line(wiki, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --stack_seeds stacks the models of --seeds: give --seeds too (e.g. --seeds 0,1,2)"]
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "0,1", "--stack_seeds", "True"]], ids=["one model", "stacked"])
+def test_with_torch_dropout_the_compiled_step_has_no_graph_break(wiki, tmp_path, monkeypatch, seeds):
+    """On a GPU dropout is torch's (`F.dropout`; chargpt's CPU mask is for CPUs only), and there the compiled step
+    must be whole graphs: a graph break splits the CUDA graphs of `reduce-overhead` and puts Python back between
+    kernels, the host-bound cost the fast path removes. Checked here with the GPU's dropout and the fast path's
+    compiled flags (packing compiled too); with chargpt's CPU dropout dynamo breaks on its random draw."""
+    monkeypatch.setattr(modeling_chargpt.dropout, "_FastDropout", SimpleNamespace(
+        apply=lambda x, p: (F.dropout(x, p, training=True), None)))
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    pretrain(wiki, tmp_path / "compiled", "--max_steps", "2", "--torch_compile", "True", "--torch_compile_backend",
+             "aot_eager", "--torch_compile_batches", "True", "--optim", "adamw_torch_fused", *seeds)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # the step did go through dynamo
+    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
