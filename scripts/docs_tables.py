@@ -861,6 +861,18 @@ def bench_gpu(results: Results) -> str:
                   "loss (last tenth)", "650 epochs (projected)"], rows)
 
 
+def readme_gpu(results: Results) -> str:
+    """The front page's GPU table: the benchmark's first call (today's loop, the fast path, compiled: one run)."""
+    data = results["bench_gpu_h200"]
+    call = data["calls"][0]
+    first = call["rows"][0]
+    rows = [[f"`{r['variant']}`" + (f" (`{r['flags']}`)" if r["variant"] != "today" else " (the loop before)"),
+             f"{r['steps_per_s']:.1f}", f"×{model_steps(r) / model_steps(first):.2f}",
+             f"{r['projected_full_pretraining_s']:.0f} s"] for r in call["rows"]]
+    return table([f"one {call['device']}, fp32, {call['position_embedding_type']}, {call['steps']} steps each",
+                  "steps/s", "vs today", f"{call['epochs']}-epoch pretraining (projected)"], rows)
+
+
 def bench_fast_path_cpu(results: Results) -> str:
     """Today's loop against the fast path on a CPU, run by run (rows compare within a run only)."""
     rows = []
@@ -1187,7 +1199,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
-    bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
+    readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, presets)}
 
