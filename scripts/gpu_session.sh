@@ -56,6 +56,7 @@
 #      selection, abstention, predictions and logs; span/: the held-out and final models answering again with
 #      --answer_from_recitation True; span-cont/: with --continue_recitation True too), recite_lm_pretrain.log,
 #      recite_lm_coverage_accuracy.png (the first seed's)
+#   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -108,10 +109,18 @@ LM_VARIANT=${LM_VARIANT:-rope}  # rope or learned
 LM_SEEDS=${LM_SEEDS:-0}  # comma-separated; several pretrain together in one --seeds process (the fast path)
 LM_PRETRAIN_EXTRA=${LM_PRETRAIN_EXTRA:-}  # more pretraining flags, e.g. a shape (--n_embd 128: the CPU frontier's)
 SPLIT=(scripts/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
-RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
-           --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
-           --extra "$FULL_EXTRA"
-           --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA")
+recite_lm_cmd() {  # RECITE_LM, with the speed flags chosen for one seed (FULL_PRETRAIN) or several (REPRO_*)
+  local speed=$FULL_PRETRAIN stack=()
+  if [[ $LM_SEEDS == *,* ]]; then
+    speed=$REPRO_PRETRAIN
+    if [[ " $REPRO_ARGS " == *" --stack_seeds "* ]]; then stack=(--stack_seeds); fi
+  fi
+  RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
+             --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
+             --extra "$FULL_EXTRA" "${stack[@]}"
+             --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA${speed:+ $speed}")
+}
+recite_lm_cmd
 
 lm_pretraining() {  # seed $1's pretraining run, as scripts/run_experiments.py names it alone or among --seeds
   if [[ $LM_SEEDS == *,* ]]; then echo "$WORK/recite-lm/$LM_VARIANT-causal-seeds-pretrain"
@@ -147,6 +156,7 @@ choose_flags() {  # the flags benchmarks/choose_fast_flags.py finds fastest in b
   fi
   full_cmd
   reproduce_cmd
+  recite_lm_cmd
 }
 
 conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
@@ -301,6 +311,7 @@ reproduce_session() {  # $1 = bench: the benchmark first, in this call, and its 
 recite_lm_session() {
   stage "environment"
   environment || return 1
+  choose_flags "$CHOOSE_FROM"
   stage "split: $(printf '%q ' "${SPLIT[@]}")"
   "$PY" "${SPLIT[@]}" || return 1
   stage "pretraining, $LM_VARIANT, seeds $LM_SEEDS, $LM_EPOCHS epochs ($(left)s left): $(printf '%q ' "${RECITE_LM[@]}")"

@@ -128,3 +128,18 @@ def test_gpu_session_bench_reproduce_measures_what_the_choice_needs(tmp_path):
     three = [name for name in names if "0,1,2" in bench.VARIANTS[name][1]]  # the value of --seeds
     one = [name for name in names if name not in three and "--torch_compile" in bench.VARIANTS[name][1]]
     assert three and one  # a compiled row for one seed, and a row for three
+
+
+def test_gpu_session_recite_lm_pretrains_with_the_chosen_flags(tmp_path):
+    """recite_lm's pretraining takes the choice too: one seed the one-seed flags, several the seeds' (stacked here)."""
+    bench = tmp_path / "bench_gpu.json"
+    bench.write_text(json.dumps({"rows": ROWS}))
+    experiments = load("scripts/run_experiments.py")
+    flags = COMPILED.removeprefix("--device_data True ")
+    for seeds, stacked in (("0", False), ("0,1,2", True)):
+        commands = session_commands({"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "LM_SEEDS": seeds,
+                                     "PYTHON": sys.executable})
+        opts = experiments.build_parser().parse_args(commands[6][2:])
+        experiments.check_all_stage_flags(opts)
+        assert opts.pretrain_extra.startswith("--objective language_modeling") and opts.pretrain_extra.endswith(flags)
+        assert opts.stack_seeds == stacked and opts.seeds == seeds
