@@ -287,8 +287,8 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
     useful = torch.stack(clock.useful).tolist() if clock.useful else []
     # Between the read-backs (each after a forward pass): steps first+1 .. last, i.e. batches first .. last-1.
     useful_timed = sum(useful[first[0]:last[0]])
-    tails = [[loss for _, loss in r["losses"]][-max(1, len(r["losses"]) // 10):] for r in members]
-    tail = tails[0]  # the first member's (seed --seed's, or the first of --seeds): comparable to a one-seed row
+    losses = [loss for _, loss in members[0]["losses"]]  # the first member's (--seed's, or the first of --seeds)
+    tail = losses[-max(1, len(losses) // 10):]
     utilisation, samples = sampler.mean(first[1], last[1])
     rate = steps / seconds
     row = {

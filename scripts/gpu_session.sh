@@ -66,7 +66,7 @@ BUDGET=${BUDGET:-530}
 BENCH_STEPS=${BENCH_STEPS:-300}
 BENCH_WARMUP=${BENCH_WARMUP:-50}  # steps before the timed window
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}  # seconds at most for the benchmark
-# the unmeasured variants before fast_compiled (measured on the H200): BENCH_TIMEOUT may cut the last one
+# in the order they matter (BENCH_TIMEOUT may cut the last); fast_compiled and fast_tf32 were measured on the H200
 if [ "${1:-run}" = bench_reproduce ] || [ "${1:-} ${2:-}" = "commands bench_reproduce" ]; then
   # the yardstick, the loss reference (choose_fast_flags.py needs it), the likely choices for one seed and three
   BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled_all,fast_compiled_all_stacked3}
