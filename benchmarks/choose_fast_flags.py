@@ -54,7 +54,7 @@ def flag_pairs(flags: str) -> list[tuple[str, str | None]]:
     return pairs
 
 
-def is_candidate(row: dict, reference: dict) -> str | None:
+def rejection(row: dict, reference: dict) -> str | None:
     """Why `row` may not be chosen, or None when it may."""
     names = {name for name, _ in flag_pairs(row["flags"])}
     if ("--device_data", "True") not in flag_pairs(row["flags"]):
@@ -85,7 +85,7 @@ def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
         raise ValueError(f"no {reference!r} row to compare losses with (rows: {', '.join(by_name) or 'none'})")
     allowed, rejected = [], {}
     for row in rows:
-        why = None if row is by_name[reference] and "--device_data True" in row["flags"] else is_candidate(
+        why = None if row is by_name[reference] and "--device_data True" in row["flags"] else rejection(
             row, by_name[reference])
         if why is None:
             allowed.append(row)
