@@ -11,7 +11,8 @@ example in its step (no `--packed_rows`), and whose loss over the last tenth of 
 one step-to-step standard deviation (the larger of the two rows'), so a variant that trains worse is never chosen.
 Among one-model rows the shortest projected pretraining (compile time included) is the single run's choice; among
 rows that train three seeds at once (`--seeds 0,1,2`, `--stack_seeds True` or not) the shortest projection for all
-three is the choice for three seeds. `--shell` prints them as shell assignments for gpu_session.sh:
+three is the choice for three seeds; with none allowed (say, it failed), the one-seed choice's flags train the seeds
+in turn. `--shell` prints them as shell assignments for gpu_session.sh:
 FULL_PRETRAIN and FULL_PROJECTED_S (train_pretrain.py flags of the one-seed run, and its projected seconds),
 REPRO_PRETRAIN and REPRO_ARGS (the seeds' flags, and `--stack_seeds` when stacking won); flags that the run's own
 options set (`--device_data`, `--seeds`) are left out.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from collections.abc import Sequence
@@ -61,6 +63,8 @@ def rejection(row: dict, reference: dict) -> str | None:
         return "not the fast path"
     if names & set(UNFAITHFUL):
         return f"changes the numerics or the batches ({', '.join(sorted(names & set(UNFAITHFUL)))})"
+    if not math.isfinite(row["loss_tail_mean"]):
+        return f"loss {row['loss_tail_mean']}"
     if min(row["loss_tail_steps"], reference["loss_tail_steps"]) < MIN_TAIL:
         return f"too few losses to compare ({min(row['loss_tail_steps'], reference['loss_tail_steps'])} < {MIN_TAIL})"
     noise = max(row["loss_tail_std"], reference["loss_tail_std"])
@@ -78,11 +82,16 @@ def run_flags(row: dict) -> str:
 
 
 def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
-    """The fastest allowed one-model row and `seeds`-model row (None where none is allowed), and every rejection."""
+    """The fastest allowed one-model row and `seeds`-model row, and every rejection (a failed variant's too). With
+    no `seeds`-model row allowed (none measured, or it failed), the one-model row's flags train the seeds in turn
+    (`seeds_in_turn`): compiled steps each, unmeasured, rather than the eager default."""
     rows = results.get("rows", [])
     by_name = {row["variant"]: row for row in rows}
     if reference not in by_name:
         raise ValueError(f"no {reference!r} row to compare losses with (rows: {', '.join(by_name) or 'none'})")
+    if not math.isfinite(by_name[reference]["loss_tail_mean"]):
+        loss = by_name[reference]["loss_tail_mean"]
+        raise ValueError(f"the {reference!r} row's loss is {loss}: nothing to compare the others with")
     allowed, rejected = [], {}
     for row in rows:
         why = None if row is by_name[reference] and "--device_data True" in row["flags"] else rejection(
@@ -95,7 +104,10 @@ def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
     several = [row for row in allowed if row.get("members", 1) == seeds]
     fastest = min(single, key=lambda r: r["projected_full_pretraining_s"], default=None)
     fastest_seeds = min(several, key=lambda r: r["projected_full_pretraining_s"], default=None)
-    return {"single": fastest, "seeds": fastest_seeds, "rejected": rejected}
+    rejected.update({f["variant"]: f"failed: {f.get('error', '?')[:200]}" for f in results.get("failed", [])})
+    in_turn = fastest_seeds is None and fastest is not None
+    return {"single": fastest, "seeds": fastest if in_turn else fastest_seeds, "seeds_in_turn": in_turn,
+            "rejected": rejected}
 
 
 def shell_lines(choice: dict) -> list[str]:
@@ -115,6 +127,10 @@ def describe(choice: dict, seeds: int) -> list[str]:
     lines = []
     for key, what in (("single", "one seed"), ("seeds", f"{seeds} seeds")):
         row = choice[key]
+        if key == "seeds" and choice["seeds_in_turn"]:
+            lines.append(f"{what}: no {seeds}-seed row allowed; {row['variant']}'s flags, the seeds in turn "
+                         f"(unmeasured): {run_flags(row) or '(the fast path alone)'}")
+            continue
         lines.append(f"{what}: " + ("no row allowed" if row is None else
                                     f"{row['variant']} ({row['projected_full_pretraining_s']:,.0f} s projected): "
                                     f"{run_flags(row) or '(the fast path alone)'}"))

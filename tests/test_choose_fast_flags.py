@@ -54,10 +54,19 @@ def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
     assert "not within 0.0250" in rejected["diverged"] and "too few losses" in rejected["stacked_short"]
     # The flags the run sets itself are left out; the rest is what train_pretrain.py gets through --pretrain_extra.
     assert chooser.run_flags(choice["seeds"]) == COMPILED.removeprefix("--device_data True ")
-    # With the stacked row gone, one model after another is the three seeds' choice; with no seeds row, none.
+    # With the stacked row gone, one model after another is the three seeds' choice. With no three-seed row allowed
+    # (here: it failed), the one-seed choice's flags train the seeds in turn, and the failure is among the reasons.
     assert chooser.choose({"rows": ROWS[:7]})["seeds"]["variant"] == "fast_compiled_all_seeds3"
-    assert chooser.choose({"rows": ROWS[:2]}) == {"single": ROWS[1], "seeds": None, "rejected": {"today": (
-        "not the fast path")}}
+    failed = [{"variant": "fast_compiled_all_stacked3", "error": "RuntimeError: CUDA graphs"}]
+    choice = chooser.choose({"rows": ROWS[:3], "failed": failed})
+    assert choice["seeds"] is choice["single"] is ROWS[2] and choice["seeds_in_turn"]
+    assert choice["rejected"]["fast_compiled_all_stacked3"] == "failed: RuntimeError: CUDA graphs"
+    assert chooser.shell_lines(choice)[2:] == [f"REPRO_PRETRAIN={shlex.quote(chooser.run_flags(ROWS[2]))}",
+                                               "REPRO_ARGS=''"]
+    assert "the seeds in turn (unmeasured)" in "\n".join(chooser.describe(choice, 3))
+    # A diverged row is never chosen, however fast (NaN compares as within any tolerance).
+    nan = chooser.choose({"rows": [*ROWS[:3], row("nan", COMPILED, 1.0, loss=float("nan"))]})
+    assert nan["single"] is ROWS[2] and nan["rejected"]["nan"] == "loss nan"
 
 
 def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
@@ -77,6 +86,7 @@ def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
     ("[1, 2]", "not a bench_gpu.py results file"),
     (json.dumps({"rows": [row("today", "--sync_steps 1", 1.0)]}), "no 'fast' row to compare losses with"),
     (json.dumps({"rows": [{"variant": "fast", "flags": "--device_data True"}]}), "a row lacks"),
+    (json.dumps({"rows": [row("fast", "--device_data True", 1.0, loss=float("nan"))]}), "'fast' row's loss is nan"),
 ])
 def test_bad_benchmark_files_are_one_line(chooser, tmp_path, capsys, content, message):
     bench = tmp_path / "bench.json"
