@@ -386,7 +386,8 @@ case "${1:-run}" in
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .gpu/whl "${WHEELS[@]}"
     ls -l .gpu/data .gpu/whl
-    echo 'ready: run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)' ;;
+    echo 'ready: run(command="bash scripts/gpu_session.sh MODE", carry=[".gpu"], timeout_s=600); MODE: run, or'
+    echo 'bench_reproduce where the loan holds one call, then reproduce and recite_lm (bench_gpu.json in .gpu/)' ;;
   run)
     mkdir -p "$OUT" "$WORK"
     session 2>&1 | tee -a "$OUT/session.log" ;;
