@@ -35,7 +35,7 @@
 # `reproduce` (a second call, once the fast path is known to fit): `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast
 # path (London, no pretraining, learned, rope, synthesizer; each variant's seeds pretrain and finetune in one
 # --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back;
-# then, while CONF_NEED seconds are left, seed 0's confidence stage (as 3. above) for learned, then rope
+# then, while CONF_NEED seconds are left, seed 0's confidence stage (as 3. above) for rope, then learned
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions, their records with each
 #      answer's confidence, logs, the confidence stage's abstention.json and plots), session.log
 #   With what the benchmark found fastest: copy the first call's bench_gpu.json to CHOOSE_FROM (.gpu/bench_gpu.json)
@@ -136,9 +136,9 @@ lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held
 }
 lm_select "${LM_SEEDS%%,*}"
 
-reproduce_cmd() {
+reproduce_cmd() {  # rope first: a call cut by its budget keeps the handout's headline variant
   REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
-             --variants learned,rope --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
+             --variants rope,learned --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
              --pretrain_extra "$REPRO_PRETRAIN" $REPRO_ARGS)
 }
 reproduce_cmd
@@ -293,7 +293,7 @@ reproduce_session() {  # $1 = bench: the benchmark first, in this call, and its 
   stage "make reproduce SEEDS=0,1,2 SYNTH=1 on the fast path ($(left)s left): $(printf '%q ' "${REPRODUCE[@]}")"
   timeout "$(left)" "$PY" "${REPRODUCE[@]}" || echo "the run ended with status $? (the finished rows are kept)"
   local variant member
-  for variant in learned rope; do  # issue 24: seed 0's confidence, from its folder alone or among --seeds
+  for variant in rope learned; do  # issue 24: seed 0's confidence, from its folder alone or among --seeds
     member=$WORK/reproduce/$variant-causal-seeds-pretrain/seed-0
     [ -d "$member" ] || member=$WORK/reproduce/$variant-causal-seed0-pretrain
     confidence "$member" "$WORK/confidence/$variant-seed0" 0

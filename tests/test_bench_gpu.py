@@ -157,11 +157,12 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     # The faithful rope pretraining on the fast path, 650 epochs: nothing in the command shortens it.
     assert (opts.recipe, opts.variants, opts.fast_path, opts.pretrain_epochs) == ("reference", "rope", "on", None)
     assert "--max_steps" not in opts.extra and "--num_train_epochs" not in opts.extra
-    # `reproduce`: make reproduce SEEDS=0,1,2 SYNTH=1, every seed of a variant in one process, nothing shortened
+    # `reproduce`: make reproduce SEEDS=0,1,2 SYNTH=1 (rope first), every seed of a variant in one process, nothing
+    # shortened
     opts = experiments.build_parser().parse_args(reproduce_cmd[2:])
     experiments.check_all_stage_flags(opts)
     assert (opts.recipe, opts.variants, opts.synthesizer, opts.seeds, opts.fast_path, opts.pretrain_epochs,
-            opts.skip_baselines) == ("reference", "learned,rope", True, "0,1,2", "on", None, False)
+            opts.skip_baselines) == ("reference", "rope,learned", True, "0,1,2", "on", None, False)
     assert experiments.seeds_together(opts) and "--max_steps" not in opts.extra
     # REPRO_PRETRAIN reaches train_pretrain.py whole (compile flags have spaces), REPRO_ARGS run_experiments.py
     flags = "--torch_compile True --torch_compile_mode reduce-overhead"
