@@ -33,7 +33,7 @@
 #   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
 #   530) after it began.
 # `reproduce` (a second call, once the fast path is known to fit): `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast
-# path (London, no pretraining, learned, rope, synthesizer; each variant's seeds pretrain and finetune in one
+# path (London, no pretraining, rope, learned, synthesizer; each variant's seeds pretrain and finetune in one
 # --seeds process), stopped at BUDGET; results.json is rewritten after every row, so what finished comes back;
 # then, while CONF_NEED seconds are left, seed 0's confidence stage (as 3. above) for rope, then learned
 #   -> reproduce_results.json, reproduce_results.md, reproduce_outputs.tar.gz (predictions, their records with each
