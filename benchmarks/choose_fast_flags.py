@@ -57,10 +57,13 @@ def flag_pairs(flags: str) -> list[tuple[str, str | None]]:
 
 
 def rejection(row: dict, reference: dict) -> str | None:
-    """Why `row` may not be chosen, or None when it may."""
-    names = {name for name, _ in flag_pairs(row["flags"])}
-    if ("--device_data", "True") not in flag_pairs(row["flags"]):
+    """Why `row` may not be chosen, or None when it may (the fast-path reference itself always may)."""
+    pairs = flag_pairs(row["flags"])
+    names = {name for name, _ in pairs}
+    if ("--device_data", "True") not in pairs:
         return "not the fast path"
+    if row is reference:
+        return None
     if names & set(UNFAITHFUL):
         return f"changes the numerics or the batches ({', '.join(sorted(names & set(UNFAITHFUL)))})"
     if not math.isfinite(row["loss_tail_mean"]):
@@ -94,8 +97,7 @@ def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
         raise ValueError(f"the {reference!r} row's loss is {loss}: nothing to compare the others with")
     allowed, rejected = [], {}
     for row in rows:
-        why = None if row is by_name[reference] and "--device_data True" in row["flags"] else rejection(
-            row, by_name[reference])
+        why = rejection(row, by_name[reference])
         if why is None:
             allowed.append(row)
         else:
