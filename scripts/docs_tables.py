@@ -273,6 +273,7 @@ def headline_rows(results: Results) -> list[dict]:
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         dict(_span_row(results, "learned"), readme=True),
         dict(_chosen_row(results, "learned"), readme=True),
+        *(dict(row, readme=True) for row in _reference_size_rows(results)),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
@@ -398,6 +399,18 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
             "dev": _seeds_cell([_chosen_dev(data["runs"][f"{variant}, {s}"], found[s])["accuracy"] for s in seeds],
                                seeds),
             "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
+
+
+def _reference_size_rows(results: Results) -> list[dict]:
+    """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json), a row per run."""
+    data = results["cpu_fp32_reference_size"]
+    return [{"variant": f"{run['variant']}, {run['n_layer']} layers × {run['n_embd']} dims (**the reference size**)",
+             "recipe": f"the same recipe ({run['epochs']} epochs), answering with the most probable span of the "
+                       f"recitation (lr {lr(run['learning_rate'])}, chosen on held-out)",
+             "hardware": f"{short_hardware(data['hardware'])}, fp32",
+             "wall": f"pretraining {run['pretrain_seconds'] / 60:.1f} min",
+             "dev": f"{score(run['dev'])}, seed {run['seed']}",
+             "how": "uncorrupted-documents-recitation-rows-in-pretraining"} for run in data["runs"]]
 
 
 def _headline(rows: list[dict], link: str) -> str:
@@ -1043,6 +1056,48 @@ def final_questions(results: Results) -> str:
                   "dev, all (final model)", "dev, the chosen model"], rows)
 
 
+def _size_row(model: str, epochs: float, hardware: str, run: dict, holdout: float, dev: dict,
+              abstained: dict) -> list[str]:
+    """A row of the reference-size table; `run` holds pretrain_seconds, stored, stored_of and learning_rate."""
+    family = re.search(r"family (\d+)", hardware)  # two EPYC generations: a step's time differs by half
+    machine = short_hardware(hardware) + (f", family {family[1]}" if family else "")
+    return [model, f"{epochs:.0f}", machine, f"{run['pretrain_seconds'] / 60:.1f}",
+            f"{run['stored']} / {run['stored_of']}", f"{pct(holdout)} (lr {lr(run['learning_rate'])})",
+            f"**{score(dev)}**", f"{pct(abstained['precision'])} / {pct(abstained['coverage'])}"]
+
+
+def reference_size(results: Results) -> str:
+    """docs/results.md: the recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json)
+    beside the same recipe at 4 x 128 on AMD EPYCs (cpu_fp32_span_answers.json): pretraining time, dev places stored,
+    held-out and dev answers, the held-out 80% threshold on dev."""
+    spans = results["cpu_fp32_span_answers"]
+    found = spans["continue_recitation"]
+    rows = []
+    for key in ("frontier_e30", "frontier_e52"):  # seed 0 at fewer epochs; its machine named in `hardware` or `what`
+        run = found[key]
+        rows.append(_size_row("rope, 4 × 128, seed 0", float(key.removeprefix("frontier_e")),
+                              run.get("hardware", run["what"]), run,
+                              run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
+                              run["abstention"]["dev"]))
+    for seed, made in sorted(spans["rope_seeds"].items()):
+        made = made.get("run", {})
+        if "hardware" not in made:  # only the 150-epoch rope seeds made end to end on the EPYC name their machine
+            continue
+        run = found["runs"][f"rope, {seed}"]
+        held = made["holdout_by_learning_rate_continue_recitation"][f"{run['learning_rate']:g}"]["accuracy"]
+        rows.append(_size_row(f"rope, 4 × 128, seed {seed}", 150, made["hardware"],
+                              {**made, "learning_rate": run["learning_rate"]}, held,
+                              run["dev"]["continue_recitation"], run["abstention"]["continue_recitation"]["dev"]))
+    data = results["cpu_fp32_reference_size"]
+    for run in data["runs"]:
+        rows.append(_size_row(f"{run['variant']}, {run['n_layer']} × {run['n_embd']} (reference), seed {run['seed']}",
+                              run["epochs"], data["hardware"], run,
+                              run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
+                              run["abstention"]["dev"]))
+    return table(["model", "epochs", "machine", "pretraining (min)", "dev places stored", "held-out (chosen rate)",
+                  "dev, span answers", "held-out 80% threshold on dev: precision / coverage"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- confidence
 
 
@@ -1197,7 +1252,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, span_continue, final_questions, cpu_runs_fp32, cpu_fp32_levers,
+    recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_runs_fp32, cpu_fp32_levers,
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,

@@ -231,3 +231,20 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
     for seed in seeds:
         dev = data["continue_recitation"]["runs"][f"learned, {seed}"]["dev"]["continue_recitation"]["accuracy"]
         assert f"{dev:.1f}" in row["dev"]
+
+
+def test_the_reference_size_rows_come_from_their_own_json_one_per_run(tmp_path):
+    from scripts.docs_tables import headline_rows
+
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    data = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())
+    data["runs"][0]["dev"] = {"correct": 61, "total": 500, "accuracy": 12.2}
+    data["runs"].append(dict(data["runs"][0], seed=1, epochs=60))
+    (tmp_path / "results" / "cpu_fp32_reference_size.json").write_text(json.dumps(data))
+    edited = Results(tmp_path / "results")
+    rows = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
+    assert [r["dev"] for r in rows] == ["12.2% (61/500), seed 0", "12.2% (61/500), seed 1"]
+    assert rows[1]["recipe"].startswith("the same recipe (60 epochs)") and rows[0]["readme"]
+    assert "| rope, 4 × 256 (reference), seed 1 | 60 |" in TABLES["reference-size"](edited)
+    assert sorted(stale(DOCS, edited)) == ["README.md: table headline", "docs/results.md: table reference-size",
+                                           "docs/results.md: table summary"]

@@ -424,6 +424,14 @@ def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch)
     assert first_launch(cuda=False, mode="on") == fast
 
 
+def test_make_recite_passes_the_model_width_only_when_given():
+    """`make recite N_EMBD=256` is the reference-size row's command (docs/reproduce.md)."""
+    def planned(*variables: str) -> str:
+        return run_ok(["make", "-n", "recite", "DATA=d", *variables])
+
+    assert "--n_embd 256" in planned("N_EMBD=256") and "--n_embd" not in planned()
+
+
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
