@@ -47,14 +47,18 @@
 # `bench_reproduce` (one call where the device time allows one: a 15-minute loan holds its start and one 10-minute
 # call): a shorter benchmark (today, fast, fast_compiled_all, fast_compiled_all_stacked3; BENCH_TIMEOUT 150), its
 # flags chosen, then `reproduce` with them for the time left  -> bench_gpu.json and what `reproduce` returns
-# `recite_lm` (another call; issue 21's lead recipe at the reference size, the CPU frontier's on 2 cores): the
-# held-out split of the training questions; LM_VARIANT (rope or learned) pretraining on the fast path, LM_EPOCHS
-# epochs of uncorrupted documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several,
-# e.g. LM_SEEDS=0,1,2: one --seeds process trains them together); then for each seed the --recite rate chosen on the
-# 400 held-out, the final finetuning, dev and test, and the held-out model's abstention threshold (issue 24)
+# `recite_lm` (another call; issue 21's lead recipe at the reference size, as `make recite DATA=d EPOCHS=50
+# N_EMBD=256 SPAN=1 CONTINUE=1` ran it on 2 CPU cores: results/cpu_fp32_reference_size.json): the held-out split of
+# the training questions; LM_VARIANT (rope or learned) pretraining on the fast path, LM_EPOCHS epochs of uncorrupted
+# documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several, e.g.
+# LM_SEEDS=0,1,2: one --seeds process trains them together); then for each seed the --recite rate chosen on the 400
+# held-out (answering with spans of the recitation, LM_EVAL_EXTRA), the final finetuning, dev and test, and the
+# held-out model's abstention threshold (issue 24). LM_HPARAMS are both stages' hyperparameters: the CPU run's
+# (`--preset cpu-fast` in fp32: batch 32, lr 2e-3, no dropout); LM_HPARAMS= LM_EPOCHS=300 takes the reference's
 #   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's
-#      selection, abstention, predictions and logs; span/: the held-out and final models answering again with
-#      --answer_from_recitation True; span-cont/: with --continue_recitation True too), recite_lm_pretrain.log,
+#      selection, abstention, predictions and logs; with LM_EVAL_EXTRA= the held-out and final models answer
+#      again, in span/ with --answer_from_recitation True, in span-cont/ with --continue_recitation True too),
+#      recite_lm_pretrain.log,
 #      recite_lm_coverage_accuracy.png (the first seed's)
 #   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
 set -uo pipefail
@@ -104,7 +108,9 @@ full_cmd
 RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/faithful/rope-causal-seed0-pretrain" --data_dir "$DATA"
         --out_dir "$WORK/recite" --learning_rates 7.5e-5,1.5e-4,3e-4,6e-4 --final --extra "--recite True $FULL_EXTRA")
 
-LM_EPOCHS=${LM_EPOCHS:-300}  # uncorrupted rows are about twice span corruption's tokens: ~650 epochs' time
+LM_EPOCHS=${LM_EPOCHS:-50}  # the CPU run's; with the reference's hyperparameters 300 is about 650 epochs' time
+LM_HPARAMS=${LM_HPARAMS---preset cpu-fast --mixed_precision no}  # both stages' (train_*.py flags; empty: reference)
+LM_EVAL_EXTRA=${LM_EVAL_EXTRA---answer_from_recitation True --continue_recitation True}  # the rate choice's answers
 LM_VARIANT=${LM_VARIANT:-rope}  # rope or learned
 LM_SEEDS=${LM_SEEDS:-0}  # comma-separated; several pretrain together in one --seeds process (the fast path)
 LM_PRETRAIN_EXTRA=${LM_PRETRAIN_EXTRA:-}  # more pretraining flags, e.g. a shape (--n_embd 128: the CPU frontier's)
@@ -117,7 +123,7 @@ recite_lm_cmd() {  # RECITE_LM, with the speed flags chosen for one seed (FULL_P
   fi
   RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
              --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
-             --extra "$FULL_EXTRA" "${stack[@]}"
+             --extra "${LM_HPARAMS:+$LM_HPARAMS }$FULL_EXTRA" "${stack[@]}"
              --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA${speed:+ $speed}")
 }
 recite_lm_cmd
@@ -132,7 +138,8 @@ lm_pretrained() {  # seed $1's pretrained model: the run's folder, or its member
 lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held-out questions (the same split_seed)
   RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
                     --out_dir "$WORK/recite-lm-sel/$LM_VARIANT-seed$1" --seed "$1" --learning_rates 7.5e-5,1.5e-4,3e-4
-                    --final --keep_models --extra "--recite True $FULL_EXTRA")
+                    --final --keep_models --extra "${LM_HPARAMS:+$LM_HPARAMS }--recite True $FULL_EXTRA"
+                    ${LM_EVAL_EXTRA:+--eval_extra "$LM_EVAL_EXTRA"})
 }
 lm_select "${LM_SEEDS%%,*}"
 
@@ -330,10 +337,11 @@ recite_lm_session() {
     if [ -n "$tag" ] && [ -f "$sel/$tag-finetune/config.json" ]; then
       stage "confidence of seed $seed's held-out model $tag ($(left)s left)"
       timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$tag-finetune" \
-        --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" \
+        --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" $LM_EVAL_EXTRA \
         && "$PY" scripts/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
            --target_precision 0.8 --out_dir "$sel/abstention" || echo "the confidence stage ended with status $?"
-      span_answers "$sel" "$tag"
+      # answered freely (LM_EVAL_EXTRA=), the models answer again with spans of their recitation
+      [ -n "$LM_EVAL_EXTRA" ] || span_answers "$sel" "$tag"
     fi
   done
   stage "collect"

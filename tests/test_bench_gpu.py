@@ -181,11 +181,16 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert split.split_only and split.model_name_or_path is None
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
-    assert (opts.variants, opts.fast_path, opts.pretrain_epochs) == ("rope", "on", 300)
+    # the reference-size run of 2 CPU cores (results/cpu_fp32_reference_size.json): 50 epochs of --preset cpu-fast
+    # in fp32, both stages; the rate chosen on answers from spans of the recitation and its continuation
+    assert (opts.variants, opts.fast_path, opts.pretrain_epochs) == ("rope", "on", 50)
+    assert opts.extra.startswith("--preset cpu-fast --mixed_precision no ")
     assert "--objective language_modeling --mixed_qa_format recite" in opts.pretrain_extra
     assert f"--mixed_qa_corpus_path {split.out_dir}/split/train.tsv" in opts.pretrain_extra
     chosen = select.parse_args(lm_select_cmd[2:])
     assert chosen.out_dir.startswith(f"{split.out_dir}/") and chosen.final and "--recite True" in chosen.extra
+    assert chosen.extra.startswith("--preset cpu-fast --mixed_precision no ")
+    assert chosen.eval_extra == "--answer_from_recitation True --continue_recitation True"
     assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)  # the split pretraining left out
     assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
     assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"
@@ -198,6 +203,17 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     finetune = DEFAULTS["finetune"]
     assert [float(r) for r in conf.learning_rates.split(",")] == [finetune[REFERENCE]["learning_rate"],
                                                                   finetune["best"]["learning_rate"]]
+
+
+def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answers_when_emptied(tmp_path):
+    env = {"LM_HPARAMS": "", "LM_EVAL_EXTRA": "", "LM_EPOCHS": "300"}
+    *_, lm_cmd, lm_select_cmd, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
+    experiments = load("scripts/run_experiments.py")
+    opts = experiments.build_parser().parse_args(lm_cmd[2:])
+    experiments.check_all_stage_flags(opts)
+    assert opts.pretrain_epochs == 300 and "--preset" not in opts.extra + opts.pretrain_extra
+    chosen = load("scripts/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
+    assert "--preset" not in chosen.extra and "--recite True" in chosen.extra and not chosen.eval_extra
 
 
 def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_together(tmp_path):
