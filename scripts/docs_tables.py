@@ -1059,7 +1059,7 @@ def final_questions(results: Results) -> str:
 def _size_row(model: str, epochs: float, hardware: str, run: dict, holdout: float, dev: dict,
               abstained: dict) -> list[str]:
     """A row of the reference-size table; `run` holds pretrain_seconds, stored, stored_of and learning_rate."""
-    family = re.search(r"family (\d+)", hardware)  # two EPYC generations: a step's time differs by half
+    family = re.search(r"family (\d+)", hardware)  # two EPYC generations: family 26 steps ~1.5x as fast as 25
     machine = short_hardware(hardware) + (f", family {family[1]}" if family else "")
     return [model, f"{epochs:.0f}", machine, f"{run['pretrain_seconds'] / 60:.1f}",
             f"{run['stored']} / {run['stored_of']}", f"{pct(holdout)} (lr {lr(run['learning_rate'])})",

@@ -58,8 +58,7 @@
 #   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's
 #      selection, abstention, predictions and logs; with LM_EVAL_EXTRA= the held-out and final models answer
 #      again, in span/ with --answer_from_recitation True, in span-cont/ with --continue_recitation True too),
-#      recite_lm_pretrain.log,
-#      recite_lm_coverage_accuracy.png (the first seed's)
+#      recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the first seed's)
 #   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
 set -uo pipefail
 
