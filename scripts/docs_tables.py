@@ -405,8 +405,9 @@ def _reference_size_rows(results: Results) -> list[dict]:
     """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json), a row per run."""
     data = results["cpu_fp32_reference_size"]
     return [{"variant": f"{run['variant']}, {run['n_layer']} layers × {run['n_embd']} dims (**the reference size**)",
-             "recipe": f"the same recipe ({run['epochs']} epochs), answering with the most probable span of the "
-                       f"recitation (lr {lr(run['learning_rate'])}, chosen on held-out)",
+             "recipe": f"uncorrupted documents + recitation rows in pretraining ({run['epochs']} epochs), then "
+                       "**`--recite True`**, answering with the most probable span of the recitation (lr "
+                       f"{lr(run['learning_rate'])}, chosen on held-out)",
              "hardware": f"{short_hardware(data['hardware'])}, fp32",
              "wall": f"pretraining {run['pretrain_seconds'] / 60:.1f} min",
              "dev": f"{score(run['dev'])}, seed {run['seed']}",
