@@ -1080,11 +1080,10 @@ def reference_size(results: Results) -> str:
                               run.get("hardware", run["what"]), run,
                               run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
                               run["abstention"]["dev"]))
-    for seed, made in sorted(spans["rope_seeds"].items()):
-        made = made.get("run", {})
+    for seed, run in sorted(_by_seed(found["runs"], "rope").items()):
+        made = spans["rope_seeds"][str(seed)].get("run", {})
         if "hardware" not in made:  # only the 150-epoch rope seeds made end to end on the EPYC name their machine
             continue
-        run = found["runs"][f"rope, {seed}"]
         held = made["holdout_by_learning_rate_continue_recitation"][f"{run['learning_rate']:g}"]["accuracy"]
         rows.append(_size_row(f"rope, 4 × 128, seed {seed}", 150, made["hardware"],
                               {**made, "learning_rate": run["learning_rate"]}, held,
