@@ -53,43 +53,37 @@ logger = logging.getLogger("bench_gpu")
 
 # Named variants: (what it is, flags for train_pretrain.py). A variant whose flags train_pretrain.py does not take
 # yet is skipped with the reason, so new flags plug in by adding a line here.
+COMPILED = ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead"]
+COMPILED_ALL = [*COMPILED, "--optim", "adamw_torch_fused", "--torch_compile_batches", "True"]  # fast_compiled_all's
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "today": ("today's loop: datasets path, a loss read back every step", ["--sync_steps", "1"]),
     "fast": ("fast path: batches built on the device, losses read back every --logging_steps on a GPU",
              ["--device_data", "True"]),
     "fast_compiled": ("fast path + torch.compile(mode='reduce-overhead')",
-                      ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead"]),
+                      COMPILED),
     "fast_fused": ("fast path + fused AdamW", ["--device_data", "True", "--optim", "adamw_torch_fused"]),
     "fast_compiled_capturable": (
         "fast path + torch.compile(mode='reduce-overhead') + capturable AdamW",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_capturable"]),
+        [*COMPILED, "--optim", "adamw_torch_capturable"]),
     "fast_compiled_fused": (
         "fast path + torch.compile(mode='reduce-overhead') + fused AdamW",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_fused"]),
+        [*COMPILED, "--optim", "adamw_torch_fused"]),
     "fast_compiled_all": (
         "fast path + torch.compile(mode='reduce-overhead') + fused AdamW + compiled packing",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True"]),
+        COMPILED_ALL),
     "fast_compiled_all_tf32": (
         "fast_compiled_all + TF32 matmuls (compiled, the GPU is busy: matmul speed may count; compare its loss)",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--tf32", "True"]),
+        [*COMPILED_ALL, "--tf32", "True"]),
     "fast_compiled_all_rows80": (
         "fast_compiled_all with 80 packed rows per step, not the estimated 86 (about 64 hold examples; 79 is the "
         "most seen in 20,000 batches): what the empty rows cost a compiled step",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--packed_rows", "80"]),
+        [*COMPILED_ALL, "--packed_rows", "80"]),
     "fast_compiled_all_seeds3": (
         "fast_compiled_all training seeds 0, 1, 2 in one process, one model after another (--seeds)",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--seeds", "0,1,2"]),
+        [*COMPILED_ALL, "--seeds", "0,1,2"]),
     "fast_compiled_all_stacked3": (
         "fast_compiled_all training seeds 0, 1, 2 as one stacked model (--seeds --stack_seeds True)",
-        ["--device_data", "True", "--torch_compile", "True", "--torch_compile_mode", "reduce-overhead",
-         "--optim", "adamw_torch_fused", "--torch_compile_batches", "True", "--seeds", "0,1,2",
-         "--stack_seeds", "True"]),
+        [*COMPILED_ALL, "--seeds", "0,1,2", "--stack_seeds", "True"]),
     "fast_tf32": ("fast path + TF32 matmuls (changes the numerics: compare its loss)",
                   ["--device_data", "True", "--tf32", "True"]),
 }
