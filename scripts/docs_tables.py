@@ -402,16 +402,29 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
 
 
 def _reference_size_rows(results: Results) -> list[dict]:
-    """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json), a row per run."""
-    data = results["cpu_fp32_reference_size"]
-    return [{"variant": f"{run['variant']}, {run['n_layer']} layers × {run['n_embd']} dims (**the reference size**)",
-             "recipe": f"uncorrupted documents + recitation rows in pretraining ({run['epochs']} epochs), then "
-                       "**`--recite True`**, answering with the most probable span of the recitation (lr "
-                       f"{lr(run['learning_rate'])}, chosen on held-out)",
-             "hardware": f"{short_hardware(data['hardware'])}, fp32",
-             "wall": f"pretraining {run['pretrain_seconds'] / 60:.1f} min",
-             "dev": f"{score(run['dev'])}, seed {run['seed']}",
-             "how": "uncorrupted-documents-recitation-rows-in-pretraining"} for run in data["runs"]]
+    """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json): a row per
+    variant and budget, its seeds side by side."""
+    data, rows = results["cpu_fp32_reference_size"], []
+    groups: dict[tuple, list[dict]] = {}
+    for run in data["runs"]:
+        groups.setdefault((run["variant"], run["n_layer"], run["n_embd"], run["epochs"]), []).append(run)
+    for (variant, n_layer, n_embd, epochs), runs in groups.items():
+        rates = ", ".join(lr(rate) for rate in sorted({run["learning_rate"] for run in runs}))
+        pretrain = [run["pretrain_seconds"] / 60 for run in runs]
+        row = {"variant": f"{variant}, {n_layer} layers × {n_embd} dims (**the reference size**)",
+               "recipe": f"uncorrupted documents + recitation rows in pretraining ({epochs} epochs), then "
+                         "**`--recite True`**, answering with the most probable span of the recitation (lr "
+                         f"{rates}, chosen on held-out)",
+               "hardware": f"{short_hardware(data['hardware'])}, fp32",
+               "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
+        if len(runs) == 1:
+            rows.append({**row, "wall": f"pretraining {pretrain[0]:.1f} min",
+                         "dev": f"{score(runs[0]['dev'])}, seed {runs[0]['seed']}"})
+        else:
+            rows.append({**row, "wall": f"pretraining {statistics.mean(pretrain):.1f} min (at most "
+                                        f"{max(pretrain):.1f})",
+                         "dev": _seeds_cell([run["dev"]["accuracy"] for run in runs], [run["seed"] for run in runs])})
+    return rows
 
 
 def _headline(rows: list[dict], link: str) -> str:

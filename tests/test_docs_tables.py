@@ -233,18 +233,25 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
         assert f"{dev:.1f}" in row["dev"]
 
 
-def test_the_reference_size_rows_come_from_their_own_json_one_per_run(tmp_path):
+def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in_one_row(tmp_path):
     from scripts.docs_tables import headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())
-    data["runs"][0]["dev"] = {"correct": 61, "total": 500, "accuracy": 12.2}
-    data["runs"].append(dict(data["runs"][0], seed=1, epochs=60))
+    base = dict(data["runs"][0], seed=0, pretrain_seconds=600.0, learning_rate=7.5e-5,
+                dev={"correct": 61, "total": 500, "accuracy": 12.2})
+    data["runs"] = [base, dict(base, seed=1, pretrain_seconds=1200.0, learning_rate=1.5e-4,
+                               dev={"correct": 71, "total": 500, "accuracy": 14.2}),
+                    dict(base, seed=2, epochs=60)]
     (tmp_path / "results" / "cpu_fp32_reference_size.json").write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
     rows = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
-    assert [r["dev"] for r in rows] == ["12.2% (61/500), seed 0", "12.2% (61/500), seed 1"]
-    assert "(60 epochs)" in rows[1]["recipe"] and "(50 epochs)" not in rows[1]["recipe"] and rows[0]["readme"]
-    assert "| rope, 4 × 256 (reference), seed 1 | 60 |" in TABLES["reference-size"](edited)
+    assert [r["dev"] for r in rows] == ["13.2 ± 1.4% (12.2 / 14.2)", "12.2% (61/500), seed 2"]
+    assert [r["wall"] for r in rows] == ["pretraining 15.0 min (at most 20.0)", "pretraining 10.0 min"]
+    assert "(lr 7.5e-5, 1.5e-4, chosen" in rows[0]["recipe"] and "(60 epochs)" in rows[1]["recipe"]
+    assert all(r["readme"] for r in rows)
+    table = TABLES["reference-size"](edited)
+    assert "| rope, 4 × 256 (reference), seed 1 | 50 |" in table
+    assert "| rope, 4 × 256 (reference), seed 2 | 60 |" in table
     assert sorted(stale(DOCS, edited)) == ["README.md: table headline", "docs/results.md: table reference-size",
                                            "docs/results.md: table summary"]
