@@ -333,16 +333,18 @@ def _seeds_cell(acc: list[float], seeds: list[int]) -> str:
     return f"{spread(acc)} ({seeds_list(acc)}){which}"
 
 
-def _span_made(results: Results, variant: str, seed: int) -> dict:
-    """The pretraining behind a span-answers model: its own run (`run` in cpu_fp32_span_answers.json, made by make
-    recite SPAN=1), else the learned-positions frontier run it re-evaluated (cpu_fp32_recitation.json)."""
+def span_made(results: Results, variant: str, seed: int) -> dict:
+    """The pretraining behind a span-answers model (time, machine, dev places stored): its own run (`run` in
+    cpu_fp32_span_answers.json, made by make recite SPAN=1), else the learned-positions frontier run it re-evaluated
+    (cpu_fp32_recitation.json)."""
     data = results["cpu_fp32_span_answers"]
     entry = data["rope_seeds" if variant == "rope" else "seeds"][str(seed)]
     if "run" in entry:
         return {"hardware": data["hardware"], **entry["run"]}
     run = next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == FRONTIER_150_LEARNED[seed])
     source = recitation_source(results, run)
-    return {"pretrain_seconds": source["pretrain_seconds"],
+    return {"pretrain_seconds": source["pretrain_seconds"], "stored": source["probe_recall"],
+            "stored_of": source["probe_found"],
             "hardware": source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"])}
 
 
@@ -372,7 +374,7 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
             "recipe": "the same recipe (150 epochs), answering with **the most probable span of the recitation** "
                       f"(`--answer_from_recitation True --continue_recitation True`; lr {', '.join(rates)}, chosen "
                       "on held-out)",
-            **_made_cells([_span_made(results, variant, s) for s in seeds]),
+            **_made_cells([span_made(results, variant, s) for s in seeds]),
             "dev": _seeds_cell([runs[s]["dev"]["continue_recitation"]["accuracy"] for s in seeds], seeds),
             "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
@@ -395,7 +397,7 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
     return {"variant": f"{variant}, 4 layers × 128 dims",
             "recipe": "the same, the final finetuning's questions **chosen on halves of the held-out questions** "
                       f"(`CHOOSE=1`{every})",
-            **_made_cells([_span_made(results, variant, s) for s in seeds]),
+            **_made_cells([span_made(results, variant, s) for s in seeds]),
             "dev": _seeds_cell([_chosen_dev(data["runs"][f"{variant}, {s}"], found[s])["accuracy"] for s in seeds],
                                seeds),
             "how": "uncorrupted-documents-recitation-rows-in-pretraining"}

@@ -29,6 +29,7 @@ from docs_tables import (  # noqa: E402
     Results,
     recitation_source,
     seed_values,
+    span_made,
 )
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -100,10 +101,12 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
     """Per position scheme: (recipe, % of probed dev places stored per seed, % of dev answered per seed). The
     faithful models (4 layers x 256, 650 span-corruption epochs on an H100) answer with the reference finetuning or
     `--preset best`; the recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`)
-    with the rate chosen on held-out training questions."""
+    with the rate chosen on held-out training questions, last with spans of the recitation, at 4 x 128 and at the
+    reference size."""
     results = Results(folder)
     faithful = results["faithful_h100"]["three_seeds"]
     recitation = {r["name"]: r for r in results["cpu_fp32_recitation"]["runs"]}
+    spans = results["cpu_fp32_span_answers"]["continue_recitation"]["runs"]
     probe = faithful["probe_recall"]
     out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
     for variant, recipes in RECITE_RECIPES.items():
@@ -116,13 +119,22 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
             sources = [recitation_source(results, run) for run in runs]
             rows.append((label, [100 * s["probe_recall"] / s["probe_found"] for s in sources],
                          [run["dev"]["accuracy"] for run in runs]))
+        seeds = sorted(int(name.split(", ")[1]) for name in spans if name.startswith(f"{variant}, "))
+        made = [span_made(results, variant, seed) for seed in seeds]
+        rows.append(("span answers\n150 ep., 4×128", [100 * m["stored"] / m["stored_of"] for m in made],
+                     [spans[f"{variant}, {seed}"]["dev"]["continue_recitation"]["accuracy"] for seed in seeds]))
+        reference_size = [r for r in results["cpu_fp32_reference_size"]["runs"] if r["variant"] == variant]
+        if reference_size:
+            rows.append((f"span answers\n{reference_size[0]['epochs']} ep., 4×256",
+                         [100 * r["stored"] / r["stored_of"] for r in reference_size],
+                         [r["dev"]["accuracy"] for r in reference_size]))
         out[variant] = rows
     return out
 
 
 def plot_stored(data: dict[str, list[tuple[str, list[float], list[float]]]]) -> Figure:
     """Two bars per recipe, the mean over seeds with each seed as a dot: stored (light) and answered (dark)."""
-    fig, axes = plt.subplots(1, len(data), figsize=(10, 4.4), sharey=True, layout="constrained")
+    fig, axes = plt.subplots(1, len(data), figsize=(12, 4.6), sharey=True, layout="constrained")
     for ax, (variant, rows) in zip(axes, data.items(), strict=True):
         for i, (_, stored, answered) in enumerate(rows):
             for offset, values, colour, ink, label in (

@@ -51,7 +51,7 @@ def test_the_plot_follows_the_json(tmp_path):
     mean = [line.get_ydata()[0] for line in plot(runs, anchors).axes[0].lines if line.get_marker() == "D"]
     moved_mean = [line.get_ydata()[0] for line in plot(moved, anchors).axes[0].lines if line.get_marker() == "D"]
     assert moved_mean[0] == mean[0] + 1.0 and moved_mean[1:] == mean[1:]
-    main(["--out", str(tmp_path / "plot.png")])
+    main(["--out", str(tmp_path / "plot.png"), "--stored_out", str(tmp_path / "stored.png")])  # docs/ untouched
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -73,6 +73,30 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     label, stored, answered = data["rope"][3]
     assert "150" in label and len(stored) == len(answered) == 3
     assert all(0 < s <= 100 for s in stored) and answered[0] == 62.8  # cpu_fp32_recitation.json, seed 0
+    spans = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
+    label, stored, answered = data["rope"][4]
+    assert label.startswith("span answers") and "4×128" in label
+    assert answered == [spans["continue_recitation"]["runs"][f"rope, {s}"]["dev"]["continue_recitation"]["accuracy"]
+                        for s in range(5)]
+    assert stored[0] == 100 * spans["rope_seeds"]["0"]["run"]["stored"] / spans["rope_seeds"]["0"]["run"]["stored_of"]
+    reference = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())["runs"]
+    label, stored, answered = data["rope"][5]
+    assert "4×256" in label and answered == [r["dev"]["accuracy"] for r in reference if r["variant"] == "rope"]
+    assert stored == [100 * r["stored"] / r["stored_of"] for r in reference if r["variant"] == "rope"]
+    assert not any("span answers" in label and "4×256" in label for label, _, _ in data["learned"])
+
+
+def test_a_reference_size_run_of_learned_positions_adds_its_group(tmp_path):
+    import shutil
+
+    shutil.copytree(RESULTS, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("predictions"))
+    path = tmp_path / "cpu_fp32_reference_size.json"
+    data = json.loads(path.read_text())
+    data["runs"].append(dict(data["runs"][0], variant="learned", epochs=60, stored=400, stored_of=471,
+                             dev={"correct": 300, "total": 500, "accuracy": 60.0}))
+    path.write_text(json.dumps(data))
+    label, stored, answered = stored_and_answered(tmp_path)["learned"][-1]
+    assert label == "span answers\n60 ep., 4×256" and stored == [100 * 400 / 471] and answered == [60.0]
 
 
 def test_the_stored_figure_draws_each_mean_and_follows_the_json(tmp_path):
