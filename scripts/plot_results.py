@@ -124,10 +124,10 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
         rows.append(("span answers\n150 ep., 4×128", [100 * m["stored"] / m["stored_of"] for m in made],
                      [spans[f"{variant}, {seed}"]["dev"]["continue_recitation"]["accuracy"] for seed in seeds]))
         reference_size = [r for r in results["cpu_fp32_reference_size"]["runs"] if r["variant"] == variant]
-        if reference_size:
-            rows.append((f"span answers\n{reference_size[0]['epochs']} ep., 4×256",
-                         [100 * r["stored"] / r["stored_of"] for r in reference_size],
-                         [r["dev"]["accuracy"] for r in reference_size]))
+        for epochs in sorted({r["epochs"] for r in reference_size}):  # a group per budget, its seeds as dots
+            runs = [r for r in reference_size if r["epochs"] == epochs]
+            rows.append((f"span answers\n{epochs} ep., 4×256", [100 * r["stored"] / r["stored_of"] for r in runs],
+                         [r["dev"]["accuracy"] for r in runs]))
         out[variant] = rows
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import statistics
 
 import numpy as np
@@ -86,9 +87,7 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     assert not any("span answers" in label and "4×256" in label for label, _, _ in data["learned"])
 
 
-def test_a_reference_size_run_of_learned_positions_adds_its_group(tmp_path):
-    import shutil
-
+def test_a_reference_size_run_of_learned_positions_adds_its_group_and_another_budget_another(tmp_path):
     shutil.copytree(RESULTS, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("predictions"))
     path = tmp_path / "cpu_fp32_reference_size.json"
     data = json.loads(path.read_text())
@@ -97,6 +96,11 @@ def test_a_reference_size_run_of_learned_positions_adds_its_group(tmp_path):
     path.write_text(json.dumps(data))
     label, stored, answered = stored_and_answered(tmp_path)["learned"][-1]
     assert label == "span answers\n60 ep., 4×256" and stored == [100 * 400 / 471] and answered == [60.0]
+    data["runs"].append(dict(data["runs"][-1], epochs=90, dev={"correct": 350, "total": 500, "accuracy": 70.0}))
+    path.write_text(json.dumps(data))
+    groups = stored_and_answered(tmp_path)["learned"][-2:]
+    assert [(label, answered) for label, _, answered in groups] == [("span answers\n60 ep., 4×256", [60.0]),
+                                                                    ("span answers\n90 ep., 4×256", [70.0])]
 
 
 def test_the_stored_figure_draws_each_mean_and_follows_the_json(tmp_path):
