@@ -348,7 +348,7 @@ def span_made(results: Results, variant: str, seed: int) -> dict:
             "hardware": source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"])}
 
 
-def _by_seed(runs: dict, variant: str) -> dict[int, dict]:
+def by_seed(runs: dict, variant: str) -> dict[int, dict]:
     """The runs of one position variant, keyed 'rope, 2' in the JSON, by seed."""
     return {int(name.split(", ")[1]): run for name, run in runs.items() if name.startswith(f"{variant}, ")}
 
@@ -367,7 +367,7 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
     (cpu_fp32_span_answers.json): one row per position variant, each seed's dev score and pretraining time (its
     machine's own)."""
     data = results["cpu_fp32_span_answers"]
-    runs = _by_seed(data["continue_recitation"]["runs"], variant)
+    runs = by_seed(data["continue_recitation"]["runs"], variant)
     seeds = sorted(runs)
     rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
     return {"variant": f"{variant}, 4 layers × 128 dims",
@@ -389,7 +389,7 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
     """The span-answers recipe with step 5 (`make recite CHOOSE=1`): per seed that choose_final_questions.py ran on,
     the dev score of the model it chose, and which questions it chose."""
     data = results["cpu_fp32_span_answers"]["continue_recitation"]
-    found = _by_seed(data["final_questions"]["runs"], variant)
+    found = by_seed(data["final_questions"]["runs"], variant)
     seeds = sorted(found)
     choices = sorted({found[s]["choice"] for s in seeds})
     which = {"mixed": "the questions pretraining mixed in", "all": "all training questions"}
@@ -1095,7 +1095,7 @@ def reference_size(results: Results) -> str:
                               run.get("hardware", run["what"]), run,
                               run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
                               run["abstention"]["dev"]))
-    for seed, run in sorted(_by_seed(found["runs"], "rope").items()):
+    for seed, run in sorted(by_seed(found["runs"], "rope").items()):
         made = spans["rope_seeds"][str(seed)].get("run", {})
         if "hardware" not in made:  # only the 150-epoch rope seeds made end to end on the EPYC name their machine
             continue

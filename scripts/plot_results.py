@@ -27,6 +27,7 @@ from docs_tables import (  # noqa: E402
     FRONTIER_LEARNED,
     FRONTIER_RUNS,
     Results,
+    by_seed,
     recitation_source,
     seed_values,
     span_made,
@@ -119,10 +120,10 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
             sources = [recitation_source(results, run) for run in runs]
             rows.append((label, [100 * s["probe_recall"] / s["probe_found"] for s in sources],
                          [run["dev"]["accuracy"] for run in runs]))
-        seeds = sorted(int(name.split(", ")[1]) for name in spans if name.startswith(f"{variant}, "))
-        made = [span_made(results, variant, seed) for seed in seeds]
+        span_runs = sorted(by_seed(spans, variant).items())
+        made = [span_made(results, variant, seed) for seed, _ in span_runs]
         rows.append(("span answers\n150 ep., 4×128", [100 * m["stored"] / m["stored_of"] for m in made],
-                     [spans[f"{variant}, {seed}"]["dev"]["continue_recitation"]["accuracy"] for seed in seeds]))
+                     [run["dev"]["continue_recitation"]["accuracy"] for _, run in span_runs]))
         reference_size = [r for r in results["cpu_fp32_reference_size"]["runs"] if r["variant"] == variant]
         for epochs in sorted({r["epochs"] for r in reference_size}):  # a group per budget, its seeds as dots
             runs = [r for r in reference_size if r["epochs"] == epochs]
