@@ -34,6 +34,7 @@ from training import (
     parse_args,
     run_cli,
 )
+from training.presets import EVALUATION, PRESETS, REFERENCE
 
 logger = logging.get_logger(__name__)
 
@@ -69,6 +70,10 @@ class EvalArguments:
                 "MASK span MASK' (the finetuning rows of long lines)."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
+    preset: str = field(default=REFERENCE, metadata={
+        "help": "Answer as the training preset's models were measured: " + "; ".join(
+            f"'{name}' sets " + ", ".join(f"--{flag} {value}" for flag, value in EVALUATION[name].items())
+            for name in EVALUATION) + "; the others answer as the assignment does.", "choices": list(PRESETS)})
 
 
 def build_parser() -> HfArgumentParser:
@@ -76,7 +81,7 @@ def build_parser() -> HfArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_args(build_parser(), argv)
+    (args,) = parse_args(build_parser(), argv, stage="evaluate")
     if (args.model_name_or_path is None) == (args.baseline is None):
         raise UsageError("give exactly one of --model_name_or_path or --baseline london")
     if args.abstain_below is not None and not 0 < args.abstain_below < 1:

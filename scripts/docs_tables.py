@@ -20,7 +20,9 @@ from pathlib import Path
 
 from training.files import atomic_write_text
 from training.presets import DEFAULTS as PRESET_DEFAULTS
+from training.presets import EVALUATION as PRESET_EVALUATION
 from training.presets import FROM_SCRATCH
+from training.presets import NEEDS as PRESET_NEEDS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -212,6 +214,13 @@ def _dev(row: dict) -> dict:
     return {"accuracy": row["dev_accuracy"], "correct": row["dev_correct"], "total": row["dev_total"]}
 
 
+# reproduce.md's section of the faithful models finetuned at 2e-4 (`--preset best` until the recitation recipe)
+AT_2E4 = "the-faithful-models-finetuned-at-2e-4"
+# (layers, width, pretraining epochs) of --preset best: the model's default shape (training/arguments.py, not imported:
+# it would load torch) and the preset's epochs
+BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"])
+
+
 def _faithful_row(results: Results, variant: str, recipe: str, key: str, how: str) -> dict:
     data = faithful(results)
     acc = seed_values(data[key][variant])
@@ -243,9 +252,10 @@ def headline_rows(results: Results) -> list[dict]:
                            "reference_finetuning_on_cpu_dev", "the-faithful-recipe-on-one-h100"), readme=True),
         dict(_faithful_row(results, "rope", "faithful", "reference_finetuning_on_cpu_dev",
                            "the-faithful-recipe-on-one-h100"), readme=True),
-        dict(_faithful_row(results, "learned", "**`--preset best`**: faithful pretraining, finetuning at lr 2e-4",
-                           "preset_best_dev", "--preset-best"), readme=True),
-        dict(_faithful_row(results, "rope", "**`--preset best`**", "preset_best_dev", "--preset-best"), readme=True),
+        dict(_faithful_row(results, "learned", "faithful pretraining, **finetuning at lr 2e-4** (chosen on held-out)",
+                           "preset_best_dev", AT_2E4), readme=True),
+        dict(_faithful_row(results, "rope", "faithful pretraining, **finetuning at lr 2e-4**", "preset_best_dev",
+                           AT_2E4), readme=True),
         _cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
                        "learned, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
         _cpu_group_row(results, "rope", "**`--preset cpu-fast --num_train_epochs 290`**",
@@ -405,27 +415,22 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
 
 def _reference_size_rows(results: Results) -> list[dict]:
     """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json): a row per
-    variant and budget, its seeds side by side."""
+    variant and budget, its seeds side by side (each on its own machine: a run's `hardware`, else the file's)."""
     data, rows = results["cpu_fp32_reference_size"], []
     groups: dict[tuple, list[dict]] = {}
     for run in data["runs"]:
         groups.setdefault((run["variant"], run["n_layer"], run["n_embd"], run["epochs"]), []).append(run)
     for (variant, n_layer, n_embd, epochs), runs in groups.items():
         rates = ", ".join(lr(rate) for rate in sorted({run["learning_rate"] for run in runs}))
-        pretrain = [run["pretrain_seconds"] / 60 for run in runs]
-        row = {"variant": f"{variant}, {n_layer} layers × {n_embd} dims (**the reference size**)",
-               "recipe": f"uncorrupted documents + recitation rows in pretraining ({epochs} epochs), then "
-                         "**`--recite True`**, answering with the most probable span of the recitation (lr "
-                         f"{rates}, chosen on held-out)",
-               "hardware": f"{short_hardware(data['hardware'])}, fp32",
-               "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
-        if len(runs) == 1:
-            rows.append({**row, "wall": f"pretraining {pretrain[0]:.1f} min",
-                         "dev": f"{score(runs[0]['dev'])}, seed {runs[0]['seed']}"})
-        else:
-            rows.append({**row, "wall": f"pretraining {statistics.mean(pretrain):.1f} min (at most "
-                                        f"{max(pretrain):.1f})",
-                         "dev": _seeds_cell([run["dev"]["accuracy"] for run in runs], [run["seed"] for run in runs])})
+        preset = "**`--preset best`**: " if (n_layer, n_embd, epochs) == BEST_SHAPE else ""
+        made = _made_cells([{"hardware": data["hardware"], **run} for run in runs])
+        dev = (f"{score(runs[0]['dev'])}, seed {runs[0]['seed']}" if len(runs) == 1 else
+               _seeds_cell([run["dev"]["accuracy"] for run in runs], [run["seed"] for run in runs]))
+        rows.append({"variant": f"{variant}, {n_layer} layers × {n_embd} dims (**the reference size**)",
+                     "recipe": f"{preset}uncorrupted documents + recitation rows in pretraining ({epochs} epochs), "
+                               "then `--recite True`, answering with the most probable span of the recitation (lr "
+                               f"{rates}, chosen per seed on held-out)", **made, "dev": dev,
+                     "how": "--preset-best" if preset else "uncorrupted-documents-recitation-rows-in-pretraining"})
     return rows
 
 
@@ -474,7 +479,7 @@ def faithful_seeds(results: Results) -> str:
         add(variant, "the same, finetuned on the H100 (where the call left time)",
             seed_values(data["reference_finetuning_on_h100_dev"][variant]))
     for variant in ("learned", "rope"):
-        add(variant, "**`--preset best`**: the same pretrained models, finetuning at lr 2e-4",
+        add(variant, "the same pretrained models, **finetuning at lr 2e-4** (chosen on held-out)",
             seed_values(data["preset_best_dev"][variant]))
     return table(["variant", "recipe", "seed 0", "seed 1", "seed 2", "mean ± std"], rows)
 
@@ -503,7 +508,7 @@ def faithful_finetuning_seconds(results: Results) -> str:
                ("rope", "0"): data["preset_best"]["runs"]["rope"]["final_finetune_seconds"]}
     seconds |= {(variant, seed): v["finetune_loop_seconds"] for variant in ("learned", "rope")
                 for seed, v in best[variant].items() if isinstance(v, dict) and "finetune_loop_seconds" in v}
-    rows += [[variant, int(seed), "`--preset best`, on 2 CPU cores", f"{s:.0f} s"]
+    rows += [[variant, int(seed), "at lr 2e-4, on 2 CPU cores", f"{s:.0f} s"]
              for (variant, seed), s in sorted(seconds.items())]
     return table(["variant", "seed", "finetuning", "time in the loop"], rows)
 
@@ -1106,7 +1111,7 @@ def reference_size(results: Results) -> str:
     data = results["cpu_fp32_reference_size"]
     for run in data["runs"]:
         rows.append(_size_row(f"{run['variant']}, {run['n_layer']} × {run['n_embd']} (reference), seed {run['seed']}",
-                              run["epochs"], data["hardware"], run,
+                              run["epochs"], run.get("hardware", data["hardware"]), run,
                               run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
                               run["abstention"]["dev"]))
     return table(["model", "epochs", "machine", "pretraining (min)", "dev places stored", "held-out (chosen rate)",
@@ -1234,10 +1239,10 @@ def confidence_h100(results: Results) -> str:
     """docs/confidence.md: the grounded split of the committed H100 dev predictions (no model here, no confidence)."""
     labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
               "faithful-h100-rope-seed0": "rope, faithful, seed 0",
-              "faithful-h100-learned-seed0-preset-best": "learned, `--preset best`, seed 0",
-              "faithful-h100-rope-seed0-heldout-lr": "rope, `--preset best`, seed 0 (the best H100 model)",
-              "faithful-h100-rope-seed1-preset-best": "rope, `--preset best`, seed 1",
-              "faithful-h100-rope-seed2-preset-best": "rope, `--preset best`, seed 2"}
+              "faithful-h100-learned-seed0-preset-best": "learned, finetuned at 2e-4, seed 0",
+              "faithful-h100-rope-seed0-heldout-lr": "rope, finetuned at 2e-4, seed 0 (the best H100 model)",
+              "faithful-h100-rope-seed1-preset-best": "rope, finetuned at 2e-4, seed 1",
+              "faithful-h100-rope-seed2-preset-best": "rope, finetuned at 2e-4, seed 2"}
     rows = []
     for name, model in results["confidence_h100_grounding"]["models"].items():
         summary = {**model, "with_gold": model["answers"]["total"]}
@@ -1249,14 +1254,24 @@ def confidence_h100(results: Results) -> str:
 
 
 def presets(results: Results) -> str:
-    """What each `--preset` sets, per stage, read from training/presets.py (the home of these values)."""
+    """What each `--preset` sets, per stage and in the evaluation, and what it needs from you, read from
+    training/presets.py (the home of these values)."""
     del results  # the values are code, not measurements
+
+    def flags(values: dict) -> str:
+        return "; ".join(f"`--{k} {v}`" for k, v in values.items())
+
+    def cell(stage: str, name: str) -> str:
+        needs = PRESET_NEEDS.get((stage, name), {})
+        return "; ".join(filter(None, [flags(PRESET_DEFAULTS[stage][name]) or "as `reference`",
+                                       *(f"needs `--{k}` ({why})" for k, why in needs.items())]))
+
     names = list(PRESET_DEFAULTS["pretrain"])
-    rows = [[f"`{name}`", *("; ".join(f"`--{k} {v}`" for k, v in PRESET_DEFAULTS[stage][name].items())
-                            or "as `reference`" for stage in PRESET_DEFAULTS)] for name in names]
+    rows = [[f"`{name}`", *(cell(stage, name) for stage in PRESET_DEFAULTS),
+             flags(PRESET_EVALUATION.get(name, {})) or "as the assignment"] for name in names]
     rows.insert(1, ["finetuning from scratch (no `--model_name_or_path`)", "—",
-                    "; ".join(f"`--{k} {v}`" for k, v in FROM_SCRATCH.items()) + " over `reference`"])
-    return table(["preset", *PRESET_DEFAULTS], rows)
+                    f"{flags(FROM_SCRATCH)} over `reference`", "—"])
+    return table(["preset", *PRESET_DEFAULTS, "evaluate"], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- machinery

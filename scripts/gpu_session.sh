@@ -24,9 +24,9 @@
 #      reference finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
 #      each answer's confidence) and logs go into faithful_rope_outputs.tar.gz
 #   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
-#      CONF_RATES (the reference 6e-4, then --preset best's 2e-4) on the training questions outside 400 held out,
-#      kept; each answers the 400 and dev, and scripts/abstention.py chooses the threshold for 80% precision on the
-#      400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
+#      CONF_RATES (the reference 6e-4, then 2e-4, the faithful models' held-out choice) on the training questions
+#      outside 400 held out, kept; each answers the 400 and dev, and scripts/abstention.py chooses the threshold for
+#      80% precision on the 400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
 #   4. if about RECITE_NEED seconds are left: scripts/select_finetune_lr.py on that pretrained model with
 #      `--recite True` (issue 21: recite, then answer), the rate chosen on 400 held-out training questions, then the
 #      final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json
@@ -80,7 +80,7 @@ BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
 CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage (issue 24) is given at least
-CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then --preset best's
+CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then the faithful models' held-out choice
 # FULL_PRETRAIN or REPRO_PRETRAIN given here (even empty) win over what choose_fast_flags.py finds in bench_gpu.json
 # (this call's, or CHOOSE_FROM's); otherwise the choice sets them and adds its --stack_seeds to REPRO_ARGS
 GIVEN_FULL=${FULL_PRETRAIN+given} GIVEN_REPRO=${REPRO_PRETRAIN+given}

@@ -101,7 +101,7 @@ RECITE_RECIPES = {
 def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, list[float], list[float]]]]:
     """Per position scheme: (recipe, % of probed dev places stored per seed, % of dev answered per seed). The
     faithful models (4 layers x 256, 650 span-corruption epochs on an H100) answer with the reference finetuning or
-    `--preset best`; the recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`)
+    at lr 2e-4; the recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`)
     with the rate chosen on held-out training questions, last with spans of the recitation, at 4 x 128 and at the
     reference size."""
     results = Results(folder)
@@ -114,7 +114,7 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
         stored = [100 * v / probe["of"] for v in seed_values(probe[variant])]
         reference = seed_values(faithful["reference_finetuning_on_cpu_dev"][variant])
         rows = [("faithful\n650 ep., 4×256", stored, reference),
-                ("--preset best\n(same model)", stored, seed_values(faithful["preset_best_dev"][variant]))]
+                ("lr 2e-4\n(same model)", stored, seed_values(faithful["preset_best_dev"][variant]))]
         for label, names in recipes:
             runs = [recitation[name] for name in names]
             sources = [recitation_source(results, run) for run in runs]

@@ -195,14 +195,14 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
     assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"
     # issue 24: the faithful model finetuned without the held-out 400 (same split), at the reference rate and at
-    # --preset best's, with plain answers; the models are kept to answer dev for the abstention threshold
+    # 2e-4, with plain answers; the models are kept to answer dev for the abstention threshold
     conf = select.parse_args(conf_cmd[2:])
     assert conf.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and conf.keep_models
     assert conf.learning_rates.split(",") == ["6e-4", "2e-4"] and not conf.final and "--recite" not in conf.extra
     assert (conf.split_seed, conf.holdout) == (split.split_seed, split.holdout)
-    finetune = DEFAULTS["finetune"]
-    assert [float(r) for r in conf.learning_rates.split(",")] == [finetune[REFERENCE]["learning_rate"],
-                                                                  finetune["best"]["learning_rate"]]
+    # the reference rate and 2e-4, the rate held-out questions chose for the faithful models (faithful_h100.json)
+    assert [float(r) for r in conf.learning_rates.split(",")] == [DEFAULTS["finetune"][REFERENCE]["learning_rate"],
+                                                                  2e-4]
 
 
 def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answers_when_emptied(tmp_path):

@@ -241,17 +241,37 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
     base = dict(data["runs"][0], seed=0, pretrain_seconds=600.0, learning_rate=7.5e-5,
                 dev={"correct": 61, "total": 500, "accuracy": 12.2})
     data["runs"] = [base, dict(base, seed=1, pretrain_seconds=1200.0, learning_rate=1.5e-4,
-                               dev={"correct": 71, "total": 500, "accuracy": 14.2}),
+                               dev={"correct": 71, "total": 500, "accuracy": 14.2},
+                               hardware="2 cores of an Intel Xeon (AMX)"),
                     dict(base, seed=2, epochs=60)]
     (tmp_path / "results" / "cpu_fp32_reference_size.json").write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
     rows = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
     assert [r["dev"] for r in rows] == ["13.2 ± 1.4% (12.2 / 14.2)", "12.2% (61/500), seed 2"]
-    assert [r["wall"] for r in rows] == ["pretraining 15.0 min (at most 20.0)", "pretraining 10.0 min"]
+    assert [r["wall"] for r in rows] == ["pretraining 10.0 / 20.0 min", "pretraining 10.0 min"]
+    assert [r["hardware"] for r in rows] == ["2 AMD EPYC cores, no AMX, fp32 (2 machines)",
+                                             "2 AMD EPYC cores, no AMX, fp32"]  # a seed's own machine, else the file's
     assert "(lr 7.5e-5, 1.5e-4, chosen" in rows[0]["recipe"] and "(60 epochs)" in rows[1]["recipe"]
+    # --preset best is the 50-epoch recipe at the reference size; another budget is not the preset
+    assert rows[0]["recipe"].startswith("**`--preset best`**") and "preset" not in rows[1]["recipe"]
+    assert [r["how"] for r in rows] == ["--preset-best", "uncorrupted-documents-recitation-rows-in-pretraining"]
+    from scripts.docs_tables import BEST_SHAPE
+    from training import ModelArguments
+
+    assert BEST_SHAPE[:2] == (ModelArguments.n_layer, ModelArguments.n_embd)  # the model --preset best trains
     assert all(r["readme"] for r in rows)
     table = TABLES["reference-size"](edited)
-    assert "| rope, 4 × 256 (reference), seed 1 | 50 |" in table
+    assert "| rope, 4 × 256 (reference), seed 1 | 50 | 2 CPU cores, AMX |" in table
     assert "| rope, 4 × 256 (reference), seed 2 | 60 |" in table
     assert sorted(stale(DOCS, edited)) == ["README.md: table headline", "docs/results.md: table reference-size",
                                            "docs/results.md: table summary"]
+
+
+def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
+    from scripts.docs_tables import presets
+
+    lines = presets(Results(RESULTS)).splitlines()
+    best = next(line for line in lines if line.startswith("| `best` |"))
+    assert "needs `--mixed_qa_corpus_path` (the training questions it recites" in best
+    assert best.endswith("| `--answer_from_recitation True`; `--continue_recitation True` |")
+    assert next(line for line in lines if line.startswith("| `cpu-fast` |")).endswith("| as the assignment |")

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import pytest
+from test_readme_commands import load
 from transformers import HfArgumentParser
 
+import evaluate_birthplace
+import train_finetune
+import train_pretrain
 from data_scripts import DataFileError
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from training import ModelArguments, TrainingArguments, UsageError, build_optimizer, parse_args
@@ -29,12 +35,23 @@ def test_the_reference_sets_the_assignments_values_and_nothing_else():
     assert resolve("finetune", {"model_name_or_path": "m"})["num_train_epochs"] == 10
 
 
+SCRIPTS = {"pretrain": train_pretrain, "finetune": train_finetune}
+REQUIRED = {"pretrain": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--mixed_qa_corpus_path", "q"],
+            "finetune": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--finetune_corpus_path", "t",
+                         "--model_name_or_path", "m"]}
+
+
+def parse_script(stage, argv):
+    """A training script's own parser, so a preset may set its data flags (--objective, --recite) too."""
+    return parse_args(SCRIPTS[stage].build_parser(), [*REQUIRED[stage], *argv], stage=stage)
+
+
 @pytest.mark.parametrize("name", [n for n in PRESETS if n != REFERENCE])
 @pytest.mark.parametrize("stage", ["pretrain", "finetune"])
 def test_preset_sets_its_values(name, stage):
-    model, args = parse(["--output_dir", "x", "--preset", name], stage)
+    parsed = parse_script(stage, ["--preset", name])
     for field, value in DEFAULTS[stage][name].items():
-        assert getattr(model if hasattr(model, field) else args, field) == value
+        assert getattr(next(p for p in parsed if hasattr(p, field)), field) == value
 
 
 def test_explicit_flags_win_over_the_preset():
@@ -143,14 +160,42 @@ def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
     assert precision.resolve_precision("auto") == "bf16"  # still there, as an explicit opt-in
 
 
-def test_best_preset_keeps_the_reference_pretraining_and_only_changes_the_finetuning_rate():
-    model, args = parse(["--output_dir", "x", "--preset", "best"], stage="pretrain")
-    ref_model, ref_args = parse(["--output_dir", "x"], stage="pretrain")
-    assert model == ref_model and vars(args) == {**vars(ref_args), "preset": "best"}
-    model, args = parse(["--output_dir", "x", "--preset", "best"], stage="finetune")
-    ref_model, ref_args = parse(["--output_dir", "x"], stage="finetune")
-    changed = {k for k in vars(args) if vars(args)[k] != vars(ref_args)[k]}
-    assert model == ref_model and changed == {"preset", "learning_rate"} and args.learning_rate == 2e-4
+def test_best_preset_is_the_recipe_measured_at_the_reference_size():
+    """--preset best resolves to what scripts/recite_recipe.py ran for results/cpu_fp32_reference_size.json (its
+    recorded command's stage flags, the chosen rate of a seed), and the evaluation answers as that recipe's did."""
+    recipe = load("scripts/recite_recipe.py")
+    runs = json.loads((Path(__file__).parents[1] / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
+    rate = DEFAULTS["finetune"]["best"]["learning_rate"]
+    run = next(r for r in runs if r["learning_rate"] == rate)  # a measured seed chose the preset's rate
+    opts = recipe.build_parser().parse_args(shlex.split(run["command"])[2:])
+    both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
+    epochs = ["--num_train_epochs", str(opts.pretrain_epochs)]  # run_experiments.py --pretrain_epochs
+    split = pretrain[pretrain.index("--mixed_qa_corpus_path") + 1]
+    ran = {"pretrain": [*epochs, *both, *pretrain], "finetune": [*both, "--recite", "True", "--learning_rate",
+                                                                 str(run["learning_rate"])]}
+    for stage, flags in ran.items():
+        best = parse_script(stage, ["--preset", "best", *(["--mixed_qa_corpus_path", split] if stage == "pretrain"
+                                                           else [])])
+        measured = parse_script(stage, flags)
+        assert [{k: v for k, v in vars(p).items() if k != "preset"} for p in best] == \
+               [{k: v for k, v in vars(p).items() if k != "preset"} for p in measured], stage
+    (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best"],
+                            stage="evaluate")
+    assert (answers.answer_from_recitation, answers.continue_recitation) == (opts.answer_from_recitation,
+                                                                            opts.continue_recitation) == (True, True)
+
+
+def test_best_preset_needs_the_questions_to_recite_and_leaves_other_presets_evaluation_as_the_assignments():
+    with pytest.raises(UsageError, match=r"^--preset best needs --mixed_qa_corpus_path: the training questions"):
+        parse_args(train_pretrain.build_parser(), ["--pretrain_corpus_path", "w", "--output_dir", "x", "--preset",
+                                                   "best"], stage="pretrain")
+    for name in PRESETS:
+        (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", name],
+                                stage="evaluate")
+        assert answers.answer_from_recitation is (name == "best") and answers.continue_recitation is (name == "best")
+    (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best",
+                                                                 "--continue_recitation", "False"], stage="evaluate")
+    assert answers.answer_from_recitation and not answers.continue_recitation  # a flag given wins
 
 
 def test_cpu_fast_with_more_weight_decay_reaches_the_optimizer():

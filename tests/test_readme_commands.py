@@ -23,7 +23,7 @@ VARIABLES = {"D": DATA, "DIR": DATA, "V": "rope", "S": "0", "LR": "3e-4", "H": "
              "T": "0.3", "1": "name", "2": "out/model", "3": "0"}
 PLACEHOLDERS = {"NAME": ["name"], "FLAGS": []}  # filled in from the prose next to the command
 SHELL_OPERATORS = {"&", "&&", "|", ";", ">", ">>", "2>&1"}
-HF_SCRIPTS = {"train_pretrain.py": "pretrain", "train_finetune.py": "finetune", "evaluate_birthplace.py": None}
+HF_SCRIPTS = {"train_pretrain.py": "pretrain", "train_finetune.py": "finetune", "evaluate_birthplace.py": "evaluate"}
 
 
 def readme_commands(pages: list[Path] = PAGES) -> list[str]:
