@@ -4,6 +4,9 @@
         --eval_corpus_path DIR/birth_dev.tsv --outputs_path out/rope.dev.predictions
     python evaluate_birthplace.py --baseline london --eval_corpus_path DIR/birth_dev.tsv
 
+A model trained with `--preset best` answers as it was measured with `--preset best` here too (a span of its
+recitation); training/presets.py.
+
 Beside the predictions it writes per-question records (``.records.jsonl``: the answer's probability, whether it
 occurs in the person's wiki.txt line) and an error-analysis page (``.html``); docs/confidence.md.
 """

@@ -5,7 +5,8 @@ A run takes, for every field, the first of: the flag you gave (or the key of you
 value for this stage; the reference value for this stage; the dataclass default (stage-independent reference
 values such as weight decay 0.1 live there, in `training/arguments.py`). So `--preset cpu-fast --learning_rate
 1e-3` keeps the rest of cpu-fast and your learning rate. What each preset reaches: docs/results.md; the commands that
-measured it: docs/reproduce.md.
+measured it: docs/reproduce.md. `EVALUATION` holds how a preset's models answer (evaluate_birthplace.py --preset)
+and `NEEDS` what a preset cannot choose for you (the questions `best` recites).
 """
 
 from __future__ import annotations
