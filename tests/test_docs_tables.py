@@ -12,7 +12,8 @@ import shutil
 
 import pytest
 
-from scripts.docs_tables import BLOCK, DOCS, ROOT, TABLES, Results, render, stale
+from scripts.docs_tables import BEST_SHAPE, BLOCK, DOCS, ROOT, TABLES, Results, render, stale
+from training import ModelArguments
 
 RESULTS = ROOT / "results"
 
@@ -255,9 +256,6 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
     # --preset best is the 50-epoch recipe at the reference size; another budget is not the preset
     assert rows[0]["recipe"].startswith("**`--preset best`**") and "preset" not in rows[1]["recipe"]
     assert [r["how"] for r in rows] == ["--preset-best", "uncorrupted-documents-recitation-rows-in-pretraining"]
-    from scripts.docs_tables import BEST_SHAPE
-    from training import ModelArguments
-
     assert BEST_SHAPE[:2] == (ModelArguments.n_layer, ModelArguments.n_embd)  # the model --preset best trains
     assert all(r["readme"] for r in rows)
     table = TABLES["reference-size"](edited)

@@ -160,6 +160,11 @@ def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
     assert precision.resolve_precision("auto") == "bf16"  # still there, as an explicit opt-in
 
 
+def settings(parsed):
+    """Every value of parsed dataclasses but the preset's name."""
+    return [{k: v for k, v in vars(p).items() if k != "preset"} for p in parsed]
+
+
 def test_best_preset_is_the_recipe_measured_at_the_reference_size():
     """--preset best resolves to what scripts/recite_recipe.py ran for results/cpu_fp32_reference_size.json (its
     recorded command's stage flags, the chosen rate of a seed), and the evaluation answers as that recipe's did."""
@@ -177,8 +182,7 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
         best = parse_script(stage, ["--preset", "best", *(["--mixed_qa_corpus_path", split] if stage == "pretrain"
                                                            else [])])
         measured = parse_script(stage, flags)
-        assert [{k: v for k, v in vars(p).items() if k != "preset"} for p in best] == \
-               [{k: v for k, v in vars(p).items() if k != "preset"} for p in measured], stage
+        assert settings(best) == settings(measured), stage
     (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best"],
                             stage="evaluate")
     assert (answers.answer_from_recitation, answers.continue_recitation) == (opts.answer_from_recitation,
