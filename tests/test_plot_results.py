@@ -84,7 +84,10 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     label, stored, answered = data["rope"][5]
     assert "4×256" in label and answered == [r["dev"]["accuracy"] for r in reference if r["variant"] == "rope"]
     assert stored == [100 * r["stored"] / r["stored_of"] for r in reference if r["variant"] == "rope"]
-    assert not any("span answers" in label and "4×256" in label for label, _, _ in data["learned"])
+    label, stored, answered = data["learned"][-1]  # learned positions at the reference size: its own group
+    learned = [r for r in reference if r["variant"] == "learned"]
+    assert "4×256" in label and answered == [r["dev"]["accuracy"] for r in learned]
+    assert stored == [100 * r["stored"] / r["stored_of"] for r in learned]
 
 
 def test_a_reference_size_run_of_learned_positions_adds_its_group_and_another_budget_another(tmp_path):
