@@ -239,7 +239,8 @@ def _faithful_row(results: Results, variant: str, recipe: str, key: str, how: st
 
 
 def headline_rows(results: Results) -> list[dict]:
-    """Every result a reader cites, README rows first (the key `readme`); `how` = a heading of docs/reproduce.md."""
+    """Every result a reader cites (docs/results.md), the README's marked `readme`; `how` = a heading of
+    docs/reproduce.md."""
     london, scratch = baseline(results, "london baseline"), baseline(results, "no pretraining (learned)")
     hardware = short_hardware(results["accuracy_vs_compute_cpu"]["hardware"])
     return [
@@ -275,13 +276,13 @@ def headline_rows(results: Results) -> list[dict]:
                              "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
         _recitation_row(results, FRONTIER_LEARNED, "uncorrupted documents + recitation rows in "
                         "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
-        dict(_recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
-                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
-        dict(_span_row(results), readme=True),
+        _recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
+                        "uncorrupted-documents-recitation-rows-in-pretraining"),
+        _span_row(results),
         _chosen_row(results),
-        dict(_recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
-                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
-        dict(_span_row(results, "learned"), readme=True),
+        _recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
+                        "uncorrupted-documents-recitation-rows-in-pretraining"),
+        _span_row(results, "learned"),
         _chosen_row(results, "learned"),
         *(dict(row, readme=True) for row in _reference_size_rows(results)),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
