@@ -3,7 +3,7 @@ DATA ?= ../shared/data
 RECIPE ?= reference
 OUT ?= out/$(RECIPE)
 
-.PHONY: demo test reproduce recite lint
+.PHONY: demo test reproduce recite best lint
 
 demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
 	bash scripts/demo.sh
@@ -22,6 +22,9 @@ recite:          ## the best recipe measured (docs/results.md): make recite DATA
 		$(if $(N_EMBD),--n_embd $(N_EMBD)) \
 		$(if $(SPAN),--answer_from_recitation) $(if $(CONTINUE),--continue_recitation) \
 		$(if $(CHOOSE),--choose_final_questions)
+
+best:            ## --preset best's recipe step by step (the reference size, 80-90 min per seed on 2 CPU cores): make best DATA=dir [SEEDS=0,1,2] [VARIANT=learned]
+	$(MAKE) recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1 RECITE_OUT=$(or $(RECITE_OUT),out/best)
 
 lint:
 	. .venv/bin/activate && ruff check .

@@ -432,6 +432,34 @@ def test_make_recite_passes_the_model_width_only_when_given():
     assert "--n_embd 256" in planned("N_EMBD=256") and "--n_embd" not in planned()
 
 
+def test_make_best_is_the_reference_size_recipe_of_the_measured_rows():
+    """`make best` = `make recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1` (results/cpu_fp32_reference_size.json's
+    commands), into out/best unless told otherwise; the seeds and the variant pass through."""
+    def recipe(command: str) -> tuple[dict[str, str], set[str]]:
+        """recite_recipe.py's flags in `command` (value flags, switches) but where the data, the output and which
+        model go."""
+        words = command.split("scripts/recite_recipe.py ", 1)[1].split()
+        values = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")
+                  and not words[i + 1].startswith("--")}
+        switches = {w for w in words if w.startswith("--") and w not in values}
+        return {k: v for k, v in values.items() if k not in ("--data_dir", "--out_dir", "--seeds", "--variant")}, \
+            switches
+
+    def planned(*variables: str) -> str:
+        """The recite_recipe.py command `make -n best DATA=d` prints, on one line."""
+        lines = run_ok(["make", "-n", "best", "DATA=d", *variables]).replace("\\\n", " ").splitlines()
+        return " ".join(next(line for line in lines if "recite_recipe.py" in line).split())
+
+    command = planned("SEEDS=0,1", "VARIANT=learned")
+    assert "scripts/recite_recipe.py --data_dir d --out_dir out/best --seeds 0,1 --variant learned " in command
+    assert recipe(command) == ({"--pretrain_epochs": "50", "--n_embd": "256"},
+                               {"--answer_from_recitation", "--continue_recitation"})
+    measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
+    assert {run["epochs"] for run in measured} == {50}
+    assert all(recipe(run["command"]) == recipe(command) for run in measured)
+    assert "--out_dir x " in planned("RECITE_OUT=x")
+
+
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
