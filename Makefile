@@ -3,7 +3,7 @@ DATA ?= ../shared/data
 RECIPE ?= reference
 OUT ?= out/$(RECIPE)
 
-.PHONY: demo test reproduce recite best lint
+.PHONY: demo test reproduce recite best lint help
 
 demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
 	bash scripts/demo.sh
@@ -16,7 +16,7 @@ reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [
 		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto) \
 		$(if $(STACK),--stack_seeds,)
 
-recite:          ## the best recipe measured (docs/results.md): make recite DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [SPAN=1 [CONTINUE=1]] [CHOOSE=1]
+recite:          ## the recitation recipe, by default at the CPU frontier (4 x 128, 76 epochs; docs/results.md): make recite DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [SPAN=1 [CONTINUE=1]] [CHOOSE=1]
 	. .venv/bin/activate && python scripts/recite_recipe.py --data_dir $(DATA) --out_dir $(or $(RECITE_OUT),out/recite) \
 		--seeds $(or $(SEEDS),0) --variant $(or $(VARIANT),rope) --pretrain_epochs $(or $(EPOCHS),76) \
 		$(if $(N_EMBD),--n_embd $(N_EMBD)) \
@@ -26,5 +26,8 @@ recite:          ## the best recipe measured (docs/results.md): make recite DATA
 best:            ## --preset best's recipe step by step (the reference size, 80-90 min per seed on 2 CPU cores): make best DATA=dir [SEEDS=0,1,2] [VARIANT=learned]
 	$(MAKE) recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1 RECITE_OUT=$(or $(RECITE_OUT),out/best)
 
-lint:
+lint:            ## ruff, as CI runs it
 	. .venv/bin/activate && ruff check .
+
+help:            ## these targets, each with what it does and the variables it takes
+	@grep -E '^[a-z]+: +## ' $(MAKEFILE_LIST) | sed -E 's/: +## /\t/' | expand -t 10

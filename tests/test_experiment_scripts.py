@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -430,6 +431,13 @@ def test_make_recite_passes_the_model_width_only_when_given():
         return run_ok(["make", "-n", "recite", "DATA=d", *variables])
 
     assert "--n_embd 256" in planned("N_EMBD=256") and "--n_embd" not in planned()
+
+
+def test_make_help_lists_every_target_with_what_it_does():
+    targets = re.search(r"^\.PHONY: (.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+    listed = dict(line.split(None, 1) for line in run_ok(["make", "help"]).splitlines())
+    assert sorted(listed) == sorted(targets) and all(listed.values())
+    assert "make best DATA=dir" in listed["best"]
 
 
 def test_make_best_is_the_reference_size_recipe_of_the_measured_rows():
