@@ -442,8 +442,9 @@ def _headline(rows: list[dict], link: str) -> str:
 
 
 def headline(results: Results) -> str:
-    """README's short table: the rows a reader cites."""
-    return _headline([r for r in headline_rows(results) if r.get("readme")], "docs/reproduce.md")
+    """README's short table: the rows a reader cites, ending with the best recipe (`--preset best`)."""
+    rows = [r for r in headline_rows(results) if r.get("readme")]
+    return _headline(sorted(rows, key=lambda r: "--preset best" in r["recipe"]), "docs/reproduce.md")
 
 
 def summary(results: Results) -> str:
