@@ -1252,6 +1252,38 @@ def confidence_h100(results: Results) -> str:
                      f"{model['place_in_wiki']['yes']['total']}/{model['answers']['total']}"])
     return table(["model (dev predictions)", "dev accuracy", "grounded: right", "not grounded: right",
                   "answers found anywhere in wiki.txt"], rows)
+
+
+def confidence_span(results: Results) -> str:
+    """docs/confidence.md: a span-corruption model at about the faithful models' accuracy, trained on a CPU as a
+    stand-in for them: each held-out model (one per finetuning rate) and the final model, how well the answer's
+    probability ranks and calibrates, grounding, and the threshold chosen on the 400 held-out questions."""
+    data = results["confidence_cpu_span"]
+
+    def at(point: dict | None) -> str:
+        return "none reaches 80%" if point is None else f"{pct(point['precision'])} / {pct(point['coverage'])}"
+
+    def grounded_only(dev: dict) -> str:
+        yes = dev["grounded"]["yes"]
+        return f"{pct(yes['accuracy'])} / {pct(100 * yes['total'] / dev['with_gold'])}"
+
+    rows = []
+    for rate, run in sorted(data["rates"].items(), key=lambda item: float(item[0])):
+        threshold = "—" if run["threshold"] is None else f"{run['threshold']:.3f}"
+        rows.append([f"held-out model, lr {lr(float(rate))}", pct(run["holdout"]["answers"]["accuracy"]),
+                     pct(run["dev"]["answers"]["accuracy"]), *_ranking(run["dev"])[1:], grounded_only(run["dev"]),
+                     threshold, at(run["chosen"]), f"**{at(run['dev_at_threshold'])}**",
+                     at(run["grounded_only_rule"]["dev_at_threshold"])])
+    final, rate = data["final"], data["final"]["learning_rate"]
+    same = data["rates"][str(rate)]
+    rows.append([f"final model (all 2,000 questions), lr {lr(rate)}, at that rate's threshold", "—",
+                 pct(final["dev"]["answers"]["accuracy"]), *_ranking(final["dev"])[1:], grounded_only(final["dev"]),
+                 "—" if same["threshold"] is None else f"{same['threshold']:.3f}", "—",
+                 f"**{at(same['final_dev_at_threshold'])}**", "—"])
+    return table(["model", "held-out accuracy (400)", "dev accuracy", "AURC (perfect, random)", "ECE",
+                  "grounded answers only: precision / coverage", "threshold", "held-out precision / coverage",
+                  "dev precision / coverage", "grounded and above the grounded threshold: dev precision / coverage"],
+                 rows)
 # ---------------------------------------------------------------------------------------------------- presets
 
 
@@ -1288,7 +1320,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
-    confidence_recite_grounded, confidence_h100, presets)}
+    confidence_recite_grounded, confidence_h100, confidence_span, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:
