@@ -1267,18 +1267,20 @@ def confidence_span(results: Results) -> str:
         yes = dev["grounded"]["yes"]
         return f"{pct(yes['accuracy'])} / {pct(100 * yes['total'] / dev['with_gold'])}"
 
+    def threshold(run: dict) -> str:
+        return "—" if run["threshold"] is None else f"{run['threshold']:.3f}"
+
     rows = []
     for rate, run in sorted(data["rates"].items(), key=lambda item: float(item[0])):
-        threshold = "—" if run["threshold"] is None else f"{run['threshold']:.3f}"
         rows.append([f"held-out model, lr {lr(float(rate))}", pct(run["holdout"]["answers"]["accuracy"]),
                      pct(run["dev"]["answers"]["accuracy"]), *_ranking(run["dev"])[1:], grounded_only(run["dev"]),
-                     threshold, at(run["chosen"]), f"**{at(run['dev_at_threshold'])}**",
+                     threshold(run), at(run["chosen"]), f"**{at(run['dev_at_threshold'])}**",
                      at(run["grounded_only_rule"]["dev_at_threshold"])])
     final, rate = data["final"], data["final"]["learning_rate"]
     same = data["rates"][str(rate)]
     rows.append([f"final model (all 2,000 questions), lr {lr(rate)}, at that rate's threshold", "—",
                  pct(final["dev"]["answers"]["accuracy"]), *_ranking(final["dev"])[1:], grounded_only(final["dev"]),
-                 "—" if same["threshold"] is None else f"{same['threshold']:.3f}", "—",
+                 threshold(same), "—",
                  f"**{at(same['final_dev_at_threshold'])}**", "—"])
     return table(["model", "held-out accuracy (400)", "dev accuracy", "AURC (perfect, random)", "ECE",
                   "grounded answers only: precision / coverage", "threshold", "held-out precision / coverage",
