@@ -1268,7 +1268,8 @@ def confidence_span(results: Results) -> str:
         return f"{pct(yes['accuracy'])} / {pct(100 * yes['total'] / dev['with_gold'])}"
 
     def threshold(run: dict) -> str:
-        return "—" if run["threshold"] is None else f"{run['threshold']:.3f}"
+        value = run["threshold"]
+        return "—" if value is None else f"{value:.3f}" if value >= 1e-3 else f"{value:.1e}"
 
     rows = []
     for rate, run in sorted(data["rates"].items(), key=lambda item: float(item[0])):
@@ -1282,6 +1283,12 @@ def confidence_span(results: Results) -> str:
                  pct(final["dev"]["answers"]["accuracy"]), *_ranking(final["dev"])[1:], grounded_only(final["dev"]),
                  threshold(same), "—",
                  f"**{at(same['final_dev_at_threshold'])}**", "—"])
+    if "recite" in data:  # the same pretrained model finetuned to recite, answering with spans of the recitation
+        run = data["recite"]
+        rows.append([f"held-out model, **`--recite True`**, span answers, lr {lr(run['chosen_learning_rate'])}",
+                     pct(run["holdout"]["answers"]["accuracy"]), pct(run["dev"]["answers"]["accuracy"]),
+                     *_ranking(run["dev"])[1:], grounded_only(run["dev"]), threshold(run), at(run["chosen"]),
+                     f"**{at(run['dev_at_threshold'])}**", at(run["grounded_only_rule"]["dev_at_threshold"])])
     return table(["model", "held-out accuracy (400)", "dev accuracy", "AURC (perfect, random)", "ECE",
                   "grounded answers only: precision / coverage", "threshold", "held-out precision / coverage",
                   "dev precision / coverage", "grounded and above the grounded threshold: dev precision / coverage"],
