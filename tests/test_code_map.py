@@ -27,8 +27,9 @@ def defined_names(path: Path) -> set[str]:
     return names
 
 
-def references(text: str) -> list[tuple[str, str | None]]:
-    """The project files (and names) a page cites; the reference's own files (`src/...`) are not this project's."""
+def references(text: str) -> list[tuple[str, str]]:
+    """The project files a page cites, each with the name it cites in it ("" for none); the reference's own files
+    (`src/...`) are not this project's."""
     return [(file, name) for file, name in REFERENCE.findall(text) if not file.startswith("src/")]
 
 

@@ -440,18 +440,18 @@ def test_make_help_lists_every_target_with_what_it_does():
     assert "make best DATA=dir" in listed["best"]
 
 
-def test_make_best_is_the_reference_size_recipe_of_the_measured_rows():
+def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch):
     """`make best` = `make recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1` (results/cpu_fp32_reference_size.json's
     commands), into out/best unless told otherwise; the seeds and the variant pass through."""
-    def recipe(command: str) -> tuple[dict[str, str], set[str]]:
-        """recite_recipe.py's flags in `command` (value flags, switches) but where the data, the output and which
-        model go."""
-        words = command.split("scripts/recite_recipe.py ", 1)[1].split()
-        values = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")
-                  and not words[i + 1].startswith("--")}
-        switches = {w for w in words if w.startswith("--") and w not in values}
-        return {k: v for k, v in values.items() if k not in ("--data_dir", "--out_dir", "--seeds", "--variant")}, \
-            switches
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # as running the script puts its folder first
+    parser = _load_script("recite_recipe").build_parser()
+
+    def recipe(command: str) -> dict:
+        """What recite_recipe.py's own parser reads from `command`, but where the data, the output and which model
+        go."""
+        words = shlex.split(command.split("scripts/recite_recipe.py ", 1)[1])
+        return {k: v for k, v in vars(parser.parse_args(words)).items()
+                if k not in ("data_dir", "out_dir", "seeds", "variant")}
 
     def planned(*variables: str) -> str:
         """The recite_recipe.py command `make -n best DATA=d` prints, on one line."""
@@ -460,8 +460,9 @@ def test_make_best_is_the_reference_size_recipe_of_the_measured_rows():
 
     command = planned("SEEDS=0,1", "VARIANT=learned")
     assert "scripts/recite_recipe.py --data_dir d --out_dir out/best --seeds 0,1 --variant learned " in command
-    assert recipe(command) == ({"--pretrain_epochs": "50", "--n_embd": "256"},
-                               {"--answer_from_recitation", "--continue_recitation"})
+    default = recipe("scripts/recite_recipe.py --data_dir d")
+    assert {k: v for k, v in recipe(command).items() if v != default[k]} == {
+        "pretrain_epochs": 50, "n_embd": 256, "answer_from_recitation": True, "continue_recitation": True}
     measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
     assert {run["epochs"] for run in measured} == {50}
     assert all(recipe(run["command"]) == recipe(command) for run in measured)
