@@ -1289,6 +1289,12 @@ def confidence_span(results: Results) -> str:
                      pct(run["holdout"]["answers"]["accuracy"]), pct(run["dev"]["answers"]["accuracy"]),
                      *_ranking(run["dev"])[1:], grounded_only(run["dev"]), threshold(run), at(run["chosen"]),
                      f"**{at(run['dev_at_threshold'])}**", at(run["grounded_only_rule"]["dev_at_threshold"])])
+        if "final" in run:
+            final = run["final"]
+            rows.append([f"final model, **`--recite True`** (all 2,000 questions), lr {lr(final['learning_rate'])}, "
+                         "at the held-out threshold", "—", pct(final["dev"]["answers"]["accuracy"]),
+                         *_ranking(final["dev"])[1:], grounded_only(final["dev"]), threshold(run), "—",
+                         f"**{at(final['dev_at_threshold'])}**", "—"])
     return table(["model", "held-out accuracy (400)", "dev accuracy", "AURC (perfect, random)", "ECE",
                   "grounded answers only: precision / coverage", "threshold", "held-out precision / coverage",
                   "dev precision / coverage", "grounded and above the grounded threshold: dev precision / coverage"],
