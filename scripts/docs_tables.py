@@ -285,6 +285,7 @@ def headline_rows(results: Results) -> list[dict]:
         _span_row(results, "learned"),
         _chosen_row(results, "learned"),
         *(dict(row, readme=True) for row in _reference_size_rows(results)),
+        dict(_span_corruption_recite_row(results), readme=True),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
@@ -390,6 +391,24 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
             "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
 
+def _span_corruption_recite_row(results: Results) -> dict:
+    """Span-corruption pretraining at the reference size (the faithful objective), then `--recite True` with span
+    answers (confidence_cpu_span.json): the final models (all 2,000 questions), one per seed."""
+    runs = span_seeds(results["confidence_cpu_span"])
+    rates = [lr(rate) for rate in sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})]
+    made = [run["pretraining"]["pretrain_seconds"] / 60 for _, run in runs]
+    dev = [run["recite"]["final"]["dev"]["answers"] for _, run in runs]
+    return {"variant": "rope, 4 layers × 256 dims",
+            "recipe": "**span corruption** (the faithful objective; `--preset cpu-fast`, 290 epochs), then "
+                      "**`--recite True`**, answering with the most probable span of the recitation (lr "
+                      f"{', '.join(rates)}, chosen on held-out)",
+            "hardware": f"{short_hardware(results['confidence_cpu_span']['hardware'])}, bf16",
+            "wall": "pretraining " + " / ".join(f"{m:.1f}" for m in made) + " min",
+            "dev": (f"{pct(dev[0]['accuracy'])} ({dev[0]['right']}/{dev[0]['total']}), seed {runs[0][0]}"
+                    if len(runs) == 1 else _seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs])),
+            "how": "span-corruption-then-recite"}
+
+
 def _chosen_dev(model: dict, found: dict) -> dict:
     """The dev score of the model choose_final_questions.py chose: the held-out model (finetuned on the questions
     pretraining mixed in) for 'mixed', else the final model (all training questions)."""
@@ -442,9 +461,11 @@ def _headline(rows: list[dict], link: str) -> str:
 
 
 def headline(results: Results) -> str:
-    """README's short table: the rows a reader cites, ending with the best recipe (`--preset best`)."""
+    """README's short table: the rows a reader cites, ending with span corruption then recite and the best recipe
+    (`--preset best`)."""
     rows = [r for r in headline_rows(results) if r.get("readme")]
-    return _headline(sorted(rows, key=lambda r: "--preset best" in r["recipe"]), "docs/reproduce.md")
+    last = sorted(rows, key=lambda r: ("--preset best" in r["recipe"], r["how"] == "span-corruption-then-recite"))
+    return _headline(last, "docs/reproduce.md")
 
 
 def summary(results: Results) -> str:
@@ -1299,6 +1320,36 @@ def confidence_span(results: Results) -> str:
                   "grounded answers only: precision / coverage", "threshold", "held-out precision / coverage",
                   "dev precision / coverage", "grounded and above the grounded threshold: dev precision / coverage"],
                  rows)
+def span_seeds(data: dict) -> list[tuple[int, dict]]:
+    """confidence_cpu_span.json's runs, seed by seed: seed 0 at its top level (pretraining, final, recite), the
+    others under `other_seeds` in the same shape."""
+    runs = [(data["pretraining"]["seed"], data)]
+    return runs + sorted((int(seed), run) for seed, run in data.get("other_seeds", {}).items())
+
+
+def span_recite(results: Results) -> str:
+    """docs/results.md: span-corruption pretraining (the faithful objective) finetuned the reference way and to
+    recite, per seed: what it stored, what each finetuning answers, and the held-out threshold on the final model."""
+    runs = span_seeds(results["confidence_cpu_span"])
+    rows, columns = [], []
+    for seed, run in runs:
+        made, recite = run["pretraining"], run["recite"]
+        chosen = recite["chosen_learning_rate"]
+        final = recite.get("final")
+        cells = [run["final"]["dev"]["answers"]["accuracy"], recite["holdout"]["answers"]["accuracy"],
+                 recite["dev"]["answers"]["accuracy"], final["dev"]["answers"]["accuracy"]]
+        columns.append(cells)
+        at = final["dev_at_threshold"]
+        rows.append([str(seed), minutes(made["pretrain_seconds"]), f"{made['stored']} of {made['stored_of']}",
+                     pct(cells[0]), f"{pct(cells[1])} (lr {lr(chosen)})", pct(cells[2]), f"**{pct(cells[3])}**",
+                     f"{pct(at['precision'])} / {pct(at['coverage'])}"])
+    if len(runs) > 1:
+        means = [spread([c[i] for c in columns]) for i in range(4)]
+        rows.append(["mean ± sd", "", "", means[0], means[1], means[2], f"**{means[3]}**", ""])
+    return table(["seed", "pretraining (bf16, 2 AMX cores)", "dev places stored", "finetuned the reference way: dev",
+                  "recite: held-out (chosen rate)", "recite: held-out model, dev",
+                  "recite: final model (2,000 questions), dev",
+                  "final model at the held-out threshold: dev precision / coverage"], rows)
 # ---------------------------------------------------------------------------------------------------- presets
 
 
@@ -1335,7 +1386,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
-    confidence_recite_grounded, confidence_h100, confidence_span, presets)}
+    confidence_recite_grounded, confidence_h100, confidence_span, span_recite, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -274,3 +274,34 @@ def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
     assert "needs `--mixed_qa_corpus_path` (the training questions it recites" in best
     assert best.endswith("| `--answer_from_recitation True`; `--continue_recitation True` |")
     assert next(line for line in lines if line.startswith("| `cpu-fast` |")).endswith("| as the assignment |")
+
+
+def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
+    """Seed 0 sits at confidence_cpu_span.json's top level, other seeds under other_seeds: the per-seed table and
+    the summary row read both, final models' dev scores side by side."""
+    import copy
+
+    from scripts.docs_tables import headline_rows
+
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    data = json.loads((RESULTS / "confidence_cpu_span.json").read_text())
+    data.pop("other_seeds", None)
+    other = copy.deepcopy({key: data[key] for key in ("pretraining", "final", "recite")})
+    other["pretraining"].update(seed=1, pretrain_seconds=600.0, stored=400)
+    other["final"]["dev"]["answers"]["accuracy"] = 11.0
+    other["recite"]["chosen_learning_rate"] = 1.5e-4
+    other["recite"]["final"]["dev"]["answers"]["accuracy"] = 71.0
+    data["recite"]["final"]["dev"]["answers"]["accuracy"] = 81.0
+    data["other_seeds"] = {"1": other}
+    (tmp_path / "results" / "confidence_cpu_span.json").write_text(json.dumps(data))
+    edited = Results(tmp_path / "results")
+    lines = TABLES["span-recite"](edited).splitlines()
+    assert lines[3].startswith("| 1 | 10.0 min | 400 of ") and "| 11.0% |" in lines[3] and "(lr 1.5e-4)" in lines[3]
+    assert lines[4].startswith("| mean ± sd |") and "**76.0 ± 7.1%**" in lines[4]
+    row = next(r for r in headline_rows(edited) if r["how"] == "span-corruption-then-recite")
+    assert row["dev"] == "76.0 ± 7.1% (81.0 / 71.0)" and row["wall"].endswith(" / 10.0 min")
+    assert "(lr 7.5e-5, 1.5e-4, chosen on held-out)" in row["recipe"]
+    readme = [line for line in TABLES["headline"](edited).splitlines() if line.startswith("| ")][2:]
+    at = next(i for i, line in enumerate(readme) if "**span corruption**" in line)
+    assert all("--preset best" in line for line in readme[at + 1:]) and len(readme) - at - 1 == 2
+    assert "76.0 ± 7.1% (81.0 / 71.0)" in readme[at] and "--preset best" not in "".join(readme[:at])
