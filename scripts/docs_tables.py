@@ -1320,6 +1320,8 @@ def confidence_span(results: Results) -> str:
                   "grounded answers only: precision / coverage", "threshold", "held-out precision / coverage",
                   "dev precision / coverage", "grounded and above the grounded threshold: dev precision / coverage"],
                  rows)
+
+
 def span_seeds(data: dict) -> list[tuple[int, dict]]:
     """confidence_cpu_span.json's runs, seed by seed: seed 0 at its top level (pretraining, final, recite), the
     others under `other_seeds` in the same shape."""
@@ -1334,8 +1336,7 @@ def span_recite(results: Results) -> str:
     rows, columns = [], []
     for seed, run in runs:
         made, recite = run["pretraining"], run["recite"]
-        chosen = recite["chosen_learning_rate"]
-        final = recite.get("final")
+        chosen, final = recite["chosen_learning_rate"], recite["final"]
         cells = [run["final"]["dev"]["answers"]["accuracy"], recite["holdout"]["answers"]["accuracy"],
                  recite["dev"]["answers"]["accuracy"], final["dev"]["answers"]["accuracy"]]
         columns.append(cells)
@@ -1350,6 +1351,8 @@ def span_recite(results: Results) -> str:
                   "recite: held-out (chosen rate)", "recite: held-out model, dev",
                   "recite: final model (2,000 questions), dev",
                   "final model at the held-out threshold: dev precision / coverage"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- presets
 
 
