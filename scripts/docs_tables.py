@@ -397,15 +397,14 @@ def _span_corruption_recite_row(results: Results) -> dict:
     runs = span_seeds(results["confidence_cpu_span"])
     rates = [lr(rate) for rate in sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})]
     made = [run["pretraining"]["pretrain_seconds"] / 60 for _, run in runs]
-    dev = [run["recite"]["final"]["dev"]["answers"] for _, run in runs]
+    dev = [run["recite"]["final"]["dev"]["answers"]["accuracy"] for _, run in runs]
     return {"variant": "rope, 4 layers × 256 dims",
             "recipe": "**span corruption** (the faithful objective; `--preset cpu-fast`, 290 epochs), then "
                       "**`--recite True`**, answering with the most probable span of the recitation (lr "
                       f"{', '.join(rates)}, chosen on held-out)",
             "hardware": f"{short_hardware(results['confidence_cpu_span']['hardware'])}, bf16",
             "wall": "pretraining " + " / ".join(f"{m:.1f}" for m in made) + " min",
-            "dev": (f"{pct(dev[0]['accuracy'])} ({dev[0]['right']}/{dev[0]['total']}), seed {runs[0][0]}"
-                    if len(runs) == 1 else _seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs])),
+            "dev": _seeds_cell(dev, [seed for seed, _ in runs]),
             "how": "span-corruption-then-recite"}
 
 
