@@ -1352,6 +1352,36 @@ def span_recite(results: Results) -> str:
                   "final model at the held-out threshold: dev precision / coverage"], rows)
 
 
+
+def span_recite_epochs(results: Results) -> str:
+    """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per pretraining
+    length, its seeds side by side (290 epochs from confidence_cpu_span.json, shorter runs from
+    span_recite_epochs_cpu.json, each seed in the same shape)."""
+    groups = {290: span_seeds(results["confidence_cpu_span"])}
+    for epochs, seeds in results["span_recite_epochs_cpu"]["runs"].items():
+        groups[int(epochs)] = sorted((int(seed), run) for seed, run in seeds.items())
+
+    def cell(values: list[float], seeds: list[int]) -> str:
+        return _seeds_cell(values, seeds) if len(values) > 1 else pct(values[0])
+
+    rows = []
+    for epochs, runs in sorted(groups.items()):
+        seeds = [seed for seed, _ in runs]
+        made = [run["pretraining"] for _, run in runs]
+        recite = [run["recite"] for _, run in runs]
+        rates = sorted({r["chosen_learning_rate"] for r in recite})
+        rows.append([str(epochs), ", ".join(map(str, seeds)),
+                     " / ".join(f"{m['pretrain_seconds'] / 60:.1f}" for m in made) + " min",
+                     " / ".join(str(m["stored"]) for m in made) + f" of {made[0]['stored_of']}",
+                     cell([run["final"]["dev"]["answers"]["accuracy"] for _, run in runs], seeds),
+                     cell([r["holdout"]["answers"]["accuracy"] for r in recite], seeds)
+                     + f" (lr {', '.join(map(lr, rates))})",
+                     f"**{cell([r['final']['dev']['answers']['accuracy'] for r in recite], seeds)}**"])
+    return table(["span-corruption epochs", "seeds", "pretraining (bf16, 2 AMX cores)", "dev places stored",
+                  "finetuned the reference way: dev", "recite: held-out (chosen rate)",
+                  "recite: final model (2,000 questions), dev"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- presets
 
 
@@ -1388,7 +1418,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
-    confidence_recite_grounded, confidence_h100, confidence_span, span_recite, presets)}
+    confidence_recite_grounded, confidence_h100, confidence_span, span_recite, span_recite_epochs, presets)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

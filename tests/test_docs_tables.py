@@ -305,3 +305,27 @@ def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
     at = next(i for i, line in enumerate(readme) if "**span corruption**" in line)
     assert all("--preset best" in line for line in readme[at + 1:]) and len(readme) - at - 1 == 2
     assert "76.0 ± 7.1% (81.0 / 71.0)" in readme[at] and "--preset best" not in "".join(readme[:at])
+
+
+def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tmp_path):
+    """The 290-epoch seeds come from confidence_cpu_span.json, shorter runs from span_recite_epochs_cpu.json: one
+    row per length, shortest first, each seed's figures side by side."""
+    import copy
+
+    from scripts.docs_tables import span_seeds
+
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    seeds = dict(span_seeds(json.loads((RESULTS / "confidence_cpu_span.json").read_text())))
+    shorter = {}
+    for seed, (stored, final) in enumerate([(300, 61.0), (320, 65.0)]):
+        run = copy.deepcopy({key: seeds[0][key] for key in ("pretraining", "final", "recite")})
+        run["pretraining"].update(seed=seed, pretrain_seconds=1200.0 + 60 * seed, stored=stored)
+        run["recite"]["final"]["dev"]["answers"]["accuracy"] = final
+        shorter[str(seed)] = run
+    (tmp_path / "results" / "span_recite_epochs_cpu.json").write_text(json.dumps({"runs": {"100": shorter}}))
+    lines = TABLES["span-recite-epochs"](Results(tmp_path / "results")).splitlines()
+    assert lines[2].startswith("| 100 | 0, 1 | 20.0 / 21.0 min | 300 / 320 of ")
+    assert lines[2].endswith("| **63.0 ± 2.8% (61.0 / 65.0)** |")
+    long = [seeds[s]["recite"]["final"]["dev"]["answers"]["accuracy"] for s in sorted(seeds)]
+    assert lines[3].startswith("| 290 | " + ", ".join(map(str, sorted(seeds))) + " |")
+    assert " / ".join(f"{v:.1f}" for v in long) in lines[3] and len(lines) == 4

@@ -21,7 +21,7 @@ DATA = "../shared/data"
 # positional arguments of reproduce.md's `sel NAME MODEL SEED` helper; C a confidence folder, T a threshold, R a
 # run_experiments.py folder, P a pretrained model.
 VARIABLES = {"D": DATA, "DIR": DATA, "V": "rope", "S": "0", "LR": "3e-4", "H": "out/held-out", "C": "out/conf",
-             "T": "0.3", "R": "out/run", "P": "out/pretrained", "1": "name", "2": "out/model", "3": "0"}
+             "T": "0.3", "R": "out/run", "P": "out/pretrained", "E": "290", "1": "name", "2": "out/model", "3": "0"}
 PLACEHOLDERS = {"NAME": ["name"], "FLAGS": []}  # filled in from the prose next to the command
 SHELL_OPERATORS = {"&", "&&", "|", ";", ">", ">>", "2>&1"}
 HF_SCRIPTS = {"train_pretrain.py": "pretrain", "train_finetune.py": "finetune", "evaluate_birthplace.py": "evaluate"}
