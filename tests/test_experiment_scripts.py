@@ -201,16 +201,27 @@ def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(
     probe = _load_script("probe_recall")
     monkeypatch.setattr(probe.CharGPTForCausalLM, "from_pretrained", lambda path: Oracle())
     assert probe.probe(str(model_dir), str(world)) == (20, expected_found, expected_found)
+    golds, states = probe.probe_each(str(model_dir), str(world))
+    # a finetuned model right on every question but the first: its right answers split by what the probe found
+    predictions = ["Nowhere", *golds[1:]]
+    split = probe.reached(golds, states, predictions, "dev.predictions")
+    first = states[0]
+    assert sum(n for _, n in split.values()) == 20 and split[probe.RECALLED][1] == expected_found
+    assert all(right == n - (state == first) for state, (right, n) in split.items())
+    with pytest.raises(probe.DataFileError, match="19 predictions but birth_dev.tsv has 20 questions"):
+        probe.reached(golds, states, predictions[1:], "dev.predictions")
     Oracle.generate = lambda self, ids, max_new_tokens, do_sample: torch.cat([ids, ids[:, :1]], dim=1)
     total, found, recalled = probe.probe(str(model_dir), str(world))
     assert (total, found) == (20, expected_found) and recalled < found
 
 
-def test_probe_recall_reports_a_bad_model_dir_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "scripts/probe_recall.py", str(tmp_path / "missing"), "--data_dir",
-                           str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "not a saved chargpt model" in proc.stderr
+def test_probe_recall_reports_a_bad_model_dir_or_predictions_file_in_one_line(tmp_path):
+    for extra, says in [([], "not a saved chargpt model"),
+                        (["--predictions", str(tmp_path / "gone.predictions")], "gone.predictions: cannot read it")]:
+        proc = subprocess.run([sys.executable, "scripts/probe_recall.py", str(tmp_path / "missing"), "--data_dir",
+                               str(tmp_path), *extra], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr, proc.stderr
 
 
 def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, monkeypatch):
