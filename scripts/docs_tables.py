@@ -1356,7 +1356,8 @@ def span_recite(results: Results) -> str:
 def span_recite_epochs(results: Results) -> str:
     """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per pretraining
     length, its seeds side by side (290 epochs from confidence_cpu_span.json, shorter runs from
-    span_recite_epochs_cpu.json, each seed in the same shape)."""
+    span_recite_epochs_cpu.json, each seed in the same shape), and how many of the places the pretrained model
+    recalls (`reached`: probe_recall.py --predictions) each finetuning answers."""
     groups = {290: span_seeds(results["confidence_cpu_span"])}
     for epochs, seeds in results["span_recite_epochs_cpu"]["runs"].items():
         groups[int(epochs)] = sorted((int(seed), run) for seed, run in seeds.items())
@@ -1376,10 +1377,13 @@ def span_recite_epochs(results: Results) -> str:
                      cell([run["final"]["dev"]["answers"]["accuracy"] for _, run in runs], seeds),
                      cell([r["holdout"]["answers"]["accuracy"] for r in recite], seeds)
                      + f" (lr {', '.join(map(lr, rates))})",
-                     f"**{cell([r['final']['dev']['answers']['accuracy'] for r in recite], seeds)}**"])
+                     f"**{cell([r['final']['dev']['answers']['accuracy'] for r in recite], seeds)}**",
+                     *(cell([run["reached"][way]["recalled"]["accuracy"] for _, run in runs], seeds)
+                       if all("reached" in run for _, run in runs) else "—" for way in ("reference", "recite"))])
     return table(["span-corruption epochs", "seeds", "pretraining (bf16, 2 AMX cores)", "dev places stored",
                   "finetuned the reference way: dev", "recite: held-out (chosen rate)",
-                  "recite: final model (2,000 questions), dev"], rows)
+                  "recite: final model (2,000 questions), dev", "of the stored places, right: the reference way",
+                  "of the stored places, right: reciting"], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- presets

@@ -321,11 +321,14 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
         run = copy.deepcopy({key: seeds[0][key] for key in ("pretraining", "final", "recite")})
         run["pretraining"].update(seed=seed, pretrain_seconds=1200.0 + 60 * seed, stored=stored)
         run["recite"]["final"]["dev"]["answers"]["accuracy"] = final
+        run["reached"] = {way: {"recalled": {"accuracy": final + 10 * k}} for k, way in enumerate(("reference",
+                                                                                                  "recite"))}
         shorter[str(seed)] = run
     (tmp_path / "results" / "span_recite_epochs_cpu.json").write_text(json.dumps({"runs": {"100": shorter}}))
     lines = TABLES["span-recite-epochs"](Results(tmp_path / "results")).splitlines()
     assert lines[2].startswith("| 100 | 0, 1 | 20.0 / 21.0 min | 300 / 320 of ")
-    assert lines[2].endswith("| **63.0 ± 2.8% (61.0 / 65.0)** |")
+    assert lines[2].endswith("| **63.0 ± 2.8% (61.0 / 65.0)** | 63.0 ± 2.8% (61.0 / 65.0) "
+                             "| 73.0 ± 2.8% (71.0 / 75.0) |")
     long = [seeds[s]["recite"]["final"]["dev"]["answers"]["accuracy"] for s in sorted(seeds)]
     assert lines[3].startswith("| 290 | " + ", ".join(map(str, sorted(seeds))) + " |")
     assert " / ".join(f"{v:.1f}" for v in long) in lines[3] and len(lines) == 4
