@@ -1352,7 +1352,6 @@ def span_recite(results: Results) -> str:
                   "final model at the held-out threshold: dev precision / coverage"], rows)
 
 
-
 def span_recite_epochs(results: Results) -> str:
     """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per pretraining
     length, its seeds side by side (290 epochs from confidence_cpu_span.json, shorter runs from

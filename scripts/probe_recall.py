@@ -26,7 +26,11 @@ RECALLED, FORGOTTEN, NOT_IN_LINE = "recalled", "not recalled", "place not in the
 
 def probe(model_dir: str, data_dir: str) -> tuple[int, int, int]:
     """(dev questions, those whose place is in their wiki.txt line, places the model continues the line with)."""
-    _, found = probe_each(model_dir, data_dir)
+    return tally(probe_each(model_dir, data_dir)[1])
+
+
+def tally(found: list[str]) -> tuple[int, int, int]:
+    """(questions, places in their line, places recalled) from probe_each's states."""
     return len(found), sum(state != NOT_IN_LINE for state in found), found.count(RECALLED)
 
 
@@ -103,8 +107,8 @@ def main() -> None:
         splits = [reached(golds, found, lines, path) for lines, path in zip(predictions, opts.predictions, strict=True)]
     except (DataFileError, OSError) as err:
         sys.exit(f"probe_recall.py: {err}")
-    in_line, recalled = sum(state != NOT_IN_LINE for state in found), found.count(RECALLED)
-    print(f"{opts.model_dir}: {len(found)} dev questions, {in_line} with the place in their line, recalled "
+    total, in_line, recalled = tally(found)
+    print(f"{opts.model_dir}: {total} dev questions, {in_line} with the place in their line, recalled "
           f"{recalled} ({100 * recalled / max(in_line, 1):.1f}% of those)")
     for path, split in zip(opts.predictions, splits, strict=True):
         right = sum(r for r, _ in split.values())
