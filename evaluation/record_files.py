@@ -16,8 +16,8 @@ from typing import Any
 from data_scripts.textfiles import DataFileError, read_text_file
 from training.files import atomic_write_text
 
-__all__ = ["REQUIRED", "as_line", "check_records_match", "file_lines", "read_records", "records_path_for",
-           "write_records"]
+__all__ = ["REQUIRED", "as_line", "check_records_match", "file_lines", "read_predictions", "read_records",
+           "records_path_for", "write_records"]
 
 REQUIRED = ("line", "question", "gold", "answer", "prediction", "abstained", "correct", "confidence", "grounded")
 
@@ -46,6 +46,15 @@ def as_line(prediction: str) -> str:
     return prediction.replace("\r", " ").replace("\n", " ")
 
 
+def read_predictions(path: str | os.PathLike) -> list[str]:
+    """A predictions file's lines; not read_text_file: a file of abstentions only is blank lines, and that is a
+    valid predictions file."""
+    try:
+        return file_lines(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataFileError(path, None, f"cannot read it ({getattr(err, 'strerror', None) or err})") from None
+
+
 def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of one evaluation; a line that is not a record is a `DataFileError` naming the file and line."""
     records = []
@@ -66,11 +75,7 @@ def check_records_match(
     records_path: str | os.PathLike, records: Sequence[dict[str, Any]], predictions_path: str | os.PathLike
 ) -> None:
     """Refuse records made for another predictions file: same number of lines, the same prediction on each."""
-    try:  # not read_text_file: a file of abstentions only is blank lines, and that is a valid predictions file
-        predictions = file_lines(Path(predictions_path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or err
-        raise DataFileError(predictions_path, None, f"cannot read it ({reason})") from None
+    predictions = read_predictions(predictions_path)
     hint = "records of another evaluation?"
     if len(records) != len(predictions):
         raise DataFileError(records_path, None, f"{len(records)} records but {predictions_path} has "

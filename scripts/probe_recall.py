@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from data_scripts import DataFileError, asked_person, load_qa_tsv, read_text_file
-from evaluation.record_files import file_lines
+from evaluation.record_files import read_predictions
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 
 RECALLED, FORGOTTEN, NOT_IN_LINE = "recalled", "not recalled", "place not in the line"
@@ -65,14 +65,6 @@ def probe_each(model_dir: str, data_dir: str) -> tuple[list[str], list[str]]:
         got = tok.decode(out[0, ids.shape[1]:].tolist())
         found.append(RECALLED if got and place.startswith(got) else FORGOTTEN)
     return list(questions["answer"]), found
-
-
-def read_predictions(path: str) -> list[str]:
-    """A predictions file's lines (blank lines are abstentions, so not read_text_file)."""
-    try:
-        return file_lines(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataFileError(path, None, f"cannot read it ({getattr(err, 'strerror', None) or err})") from None
 
 
 def reached(golds: list[str], found: list[str], predictions: list[str],
