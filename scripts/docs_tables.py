@@ -238,6 +238,27 @@ def _faithful_row(results: Results, variant: str, recipe: str, key: str, how: st
             "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
 
 
+# reproduce.md's section of the faithful model pretrained on the fast path, its confidence and recitation
+FAST_PATH = "the-faithful-recipe-on-the-fast-path-then-recite"
+
+
+def _fast_path_rows(results: Results) -> list[dict]:
+    """The faithful rope model pretrained on the GPU's fast path (faithful_h100_fast_path.json): finetuned the
+    reference way, and to recite (the README's row), everything on the H100."""
+    data = results["faithful_h100_fast_path"]
+    made, reference, recite = data["pretraining"], data["reference_finetuning"], data["recite"]
+    row = {"variant": data["variant"], "hardware": f"{short_hardware(data['hardware'])}, fp32", "how": FAST_PATH}
+    return [
+        {**row, "recipe": "faithful, pretrained on the **fast path** (`--device_data True`, compiled, fused AdamW)",
+         "wall": f"{made['loop_seconds'] / 60:.1f} + {reference['loop_seconds'] / 60:.1f} min",
+         "dev": f"{score(reference['dev'])}, seed {data['seed']}"},
+        {**row, "recipe": "**faithful pretraining** (650 epochs, fast path), then **`--recite True`** (lr "
+                          f"{lr(recite['chosen_learning_rate'])}, chosen on held-out; the answer as written)",
+         "wall": f"{made['loop_seconds'] / 60:.1f} + {recite['final']['finetune_seconds'] / 60:.1f} min",
+         "dev": f"**{score(recite['final']['dev'])}**, seed {data['seed']}", "readme": True},
+    ]
+
+
 def headline_rows(results: Results) -> list[dict]:
     """Every result a reader cites (docs/results.md), the README's marked `readme`; `how` = a heading of
     docs/reproduce.md."""
@@ -257,6 +278,7 @@ def headline_rows(results: Results) -> list[dict]:
                            "preset_best_dev", AT_2E4), readme=True),
         dict(_faithful_row(results, "rope", "faithful pretraining, **finetuning at lr 2e-4**", "preset_best_dev",
                            AT_2E4), readme=True),
+        *_fast_path_rows(results),
         _cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
                        "learned, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
         _cpu_group_row(results, "rope", "**`--preset cpu-fast --num_train_epochs 290`**",
@@ -288,8 +310,8 @@ def headline_rows(results: Results) -> list[dict]:
         dict(_span_corruption_recite_row(results), readme=True),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
-        dict(_recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
-                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
+        _recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
+                        "uncorrupted-documents-recitation-rows-in-pretraining"),
         _recitation_row(results, FRONTIER_NO_AMX_BF16_LEARNED, "uncorrupted documents + recitation rows in pretraining",
                         "uncorrupted-documents-recitation-rows-in-pretraining"),
     ]
@@ -904,27 +926,38 @@ def model_steps(row: dict) -> float:
     return row["steps_per_s"] * row.get("members", 1)
 
 
+GPU_BENCHES = ("bench_gpu_h200", "bench_gpu_h100")  # results/*.json of benchmarks/bench_gpu.py, in the order run
+
+
 def bench_gpu(results: Results) -> str:
-    """Both device calls' benchmark rows: variants compare within a call only (the fast path ran in both)."""
-    data, rows = results["bench_gpu_h200"], []
-    for number, call in enumerate(data["calls"], 1):
-        first = model_steps(call["rows"][0])
-        rows += [[str(number), f"`{r['variant']}`", f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
-                  f"×{model_steps(r) / first:.2f}", f"{r['gpu_utilization_percent']:.0f}%",
-                  f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}", f"{r['projected_full_pretraining_s']:.0f} s"]
-                 for r in call["rows"]]
-    return table(["call", "variant", "steps/s", "useful tokens/s", "vs the call's first (per model)", "GPU util.",
-                  "loss (last tenth)", "650 epochs (projected)"], rows)
+    """Every device call's benchmark rows, each call's machine named: variants compare within a call only (the fast
+    path ran in every call)."""
+    rows, number = [], 0
+    for stem in GPU_BENCHES:
+        for call in results[stem]["calls"]:
+            number += 1
+            first = model_steps(call["rows"][0])
+            rows += [[str(number), call["device"].removeprefix("NVIDIA ").split(" ")[0], f"`{r['variant']}`",
+                      f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}", f"×{model_steps(r) / first:.2f}",
+                      f"{r['gpu_utilization_percent']:.0f}%", f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}",
+                      f"{r['projected_full_pretraining_s']:.0f} s"] for r in call["rows"]]
+    return table(["call", "GPU", "variant", "steps/s", "useful tokens/s", "vs the call's first (per model)",
+                  "GPU util.", "loss (last tenth)", "650 epochs (projected)"], rows)
 
 
 def readme_gpu(results: Results) -> str:
-    """The front page's GPU table: the benchmark's first call (today's loop, the fast path, compiled: one run)."""
-    data = results["bench_gpu_h200"]
-    call = data["calls"][0]
+    """The front page's GPU table: the H100 call (today's loop, the fast path, compiled: one run), then the whole
+    faithful pretraining the same call ran with the fastest flags (faithful_h100_fast_path.json)."""
+    (call,) = results["bench_gpu_h100"]["calls"]
     first = call["rows"][0]
     rows = [[f"`{r['variant']}`" + (f" (`{r['flags']}`)" if r["variant"] != "today" else " (the loop before)"),
              f"{r['steps_per_s']:.1f}", f"×{model_steps(r) / model_steps(first):.2f}",
              f"{r['projected_full_pretraining_s']:.0f} s"] for r in call["rows"]]
+    made = results["faithful_h100_fast_path"]["pretraining"]
+    per_s = made["steps"] / made["loop_seconds"]
+    rows.append([f"the whole pretraining with the last row's flags, measured ({made['steps']:,} steps)",
+                 f"{per_s:.1f}", f"×{per_s / model_steps(first):.2f}",
+                 f"**{made['loop_seconds']} s** in the loop, {made['pretrain_seconds']:.0f} s in all"])
     return table([f"one {call['device']}, fp32, {call['position_embedding_type']}, {call['steps']} steps each",
                   "steps/s", "vs today", f"{call['epochs']}-epoch pretraining (projected)"], rows)
 
@@ -1385,6 +1418,46 @@ def span_recite_epochs(results: Results) -> str:
                   "of the stored places, right: reciting"], rows)
 
 
+def faithful_fast_path(results: Results) -> str:
+    """docs/results.md: the faithful rope model pretrained on the fast path, stage by stage: what it stored, what
+    each finetuning answers, and how many of the stored places each reaches (probe_recall.py --predictions)."""
+    data = results["faithful_h100_fast_path"]
+    made, probe, reached = data["pretraining"], data["probe_recall"], data["reached"]
+    stored = f"{probe['recalled']} of {probe['place_in_line']}"
+    rows = [["pretraining: 650 epochs of span corruption, fast path", f"{made['loop_seconds']} s", "—",
+             f"{stored} stored", "—"],
+            ["reference finetuning (lr 6e-4)", f"{data['reference_finetuning']['loop_seconds']} s", "—",
+             score(data["reference_finetuning"]["dev"]), pct(reached["reference"]["recalled"]["accuracy"])]]
+    chosen = data["recite"]["chosen_learning_rate"]
+    rows += [[f"`--recite True`, lr {lr(p['learning_rate'])}, without the 400 held-out",
+              f"{p['finetune_seconds']:.0f} s",
+              f"**{score(p['holdout'])}** (chosen)" if p["learning_rate"] == chosen else score(p["holdout"]), "—", "—"]
+             for p in data["recite"]["points"]]
+    final = data["recite"]["final"]
+    rows.append([f"`--recite True`, lr {lr(chosen)}, all 2,000 training questions",
+                 f"{final['finetune_seconds']:.0f} s", "—", f"**{score(final['dev'])}**",
+                 pct(reached["recite"]["recalled"]["accuracy"])])
+    return table(["stage (rope, seed 0, fp32, one H100)", "time", "held-out (400)", "dev",
+                  "of the stored places, right"], rows)
+
+
+def confidence_faithful_h100(results: Results) -> str:
+    """docs/confidence.md: the faithful rope model pretrained on the H100's fast path, finetuned at the reference
+    rate without the 400 held-out questions: how its answer's probability ranks and calibrates, grounding, and the
+    threshold for 80% precision chosen on the 400 and applied to dev."""
+    conf = results["faithful_h100_fast_path"]["confidence"]
+    rows = []
+    for name, part in (("held-out (400 training questions)", conf["holdout"]), ("dev (500)", conf["dev"])):
+        at = part["at_threshold"]
+        yes, no = part["grounded"]["yes"], part["grounded"]["no"]
+        rows.append([name, pct(part["answers"]["accuracy"]), f"{yes['right']}/{yes['total']} = {pct(yes['accuracy'])}",
+                     f"{no['right']}/{no['total']}", *_ranking(part),
+                     f"{at['precision']:.1f}% / {at['coverage']:.1f}% ({at['right']}/{at['answered']})"])
+    return table(["questions", "accuracy", "grounded: right", "not grounded: right", "mean confidence",
+                  "AURC (perfect, random)", "ECE", f"at the held-out threshold {conf['threshold']:.3f}: precision / "
+                  "coverage"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- presets
 
 
@@ -1421,7 +1494,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
-    confidence_recite_grounded, confidence_h100, confidence_span, span_recite, span_recite_epochs, presets)}
+    confidence_recite_grounded, confidence_h100, confidence_span, span_recite, span_recite_epochs, presets,
+    faithful_fast_path, confidence_faithful_h100)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -101,9 +101,9 @@ RECITE_RECIPES = {
 def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, list[float], list[float]]]]:
     """Per position scheme: (recipe, % of probed dev places stored per seed, % of dev answered per seed). The
     faithful models (4 layers x 256, 650 span-corruption epochs on an H100) answer with the reference finetuning or
-    at lr 2e-4; the recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`)
-    with the rate chosen on held-out training questions, last with spans of the recitation, at 4 x 128 and at the
-    reference size."""
+    at lr 2e-4, and one of them pretrained again on the fast path with `--recite True` (rope, seed 0); the
+    recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`) with the rate chosen
+    on held-out training questions, last with spans of the recitation, at 4 x 128 and at the reference size."""
     results = Results(folder)
     faithful = results["faithful_h100"]["three_seeds"]
     recitation = {r["name"]: r for r in results["cpu_fp32_recitation"]["runs"]}
@@ -115,6 +115,10 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
         reference = seed_values(faithful["reference_finetuning_on_cpu_dev"][variant])
         rows = [("faithful\n650 ep., 4×256", stored, reference),
                 ("lr 2e-4\n(same model)", stored, seed_values(faithful["preset_best_dev"][variant]))]
+        fast = results["faithful_h100_fast_path"]
+        if fast["variant"] == variant:  # the faithful pretraining again (fast path), finetuned to recite: one seed
+            rows.append(("faithful + recite\n650 ep., 4×256", [fast["probe_recall"]["recalled_percent"]],
+                         [fast["recite"]["final"]["dev"]["accuracy"]]))
         for label, names in recipes:
             runs = [recitation[name] for name in names]
             sources = [recitation_source(results, run) for run in runs]
@@ -135,7 +139,7 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
 
 def plot_stored(data: dict[str, list[tuple[str, list[float], list[float]]]]) -> Figure:
     """Two bars per recipe, the mean over seeds with each seed as a dot: stored (light) and answered (dark)."""
-    fig, axes = plt.subplots(1, len(data), figsize=(12, 4.6), sharey=True, layout="constrained")
+    fig, axes = plt.subplots(1, len(data), figsize=(14.5, 4.6), sharey=True, layout="constrained")
     for ax, (variant, rows) in zip(axes, data.items(), strict=True):
         for i, (_, stored, answered) in enumerate(rows):
             for offset, values, colour, ink, label in (
@@ -145,7 +149,7 @@ def plot_stored(data: dict[str, list[tuple[str, list[float], list[float]]]]) -> 
                 ax.bar(i + offset, mean, width=0.38, color=colour, label=label if i == 0 else None)
                 ax.scatter([i + offset] * len(values), values, s=12, color="0.15", zorder=3, linewidths=0)
                 ax.text(i + offset, 2, f"{mean:.0f}%", ha="center", va="bottom", fontsize=7.5, color=ink)
-        ax.set_xticks(range(len(rows)), [label for label, _, _ in rows], fontsize=7.5)
+        ax.set_xticks(range(len(rows)), [label for label, _, _ in rows], fontsize=7)
         n = ", ".join(str(len(answered)) for _, _, answered in rows)
         ax.set_title(f"{variant} positions (seeds per recipe: {n})", fontsize=9)
         ax.grid(axis="y", alpha=0.25)

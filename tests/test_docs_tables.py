@@ -332,3 +332,43 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
     long = [seeds[s]["recite"]["final"]["dev"]["answers"]["accuracy"] for s in sorted(seeds)]
     assert lines[3].startswith("| 290 | " + ", ".join(map(str, sorted(seeds))) + " |")
     assert " / ".join(f"{v:.1f}" for v in long) in lines[3] and len(lines) == 4
+
+
+def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pretraining(tmp_path):
+    """faithful_h100_fast_path.json: the README's recite-after-faithful-pretraining row, the results table's stages
+    (the chosen rate in bold) and the GPU table's measured whole pretraining follow the JSON; the benchmark table
+    names each call's GPU."""
+    from scripts.docs_tables import headline_rows
+
+    def fast_rows(results: Results) -> list[dict]:
+        return [r for r in headline_rows(results) if r["how"] == "the-faithful-recipe-on-the-fast-path-then-recite"]
+
+    reference, recite = fast_rows(Results())
+    assert not reference.get("readme") and recite["readme"] and recite["hardware"] == "1 H100, fp32"
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
+    data["recite"]["final"]["dev"] = {"correct": 444, "total": 500, "accuracy": 88.8}
+    data["recite"]["chosen_learning_rate"] = 1.5e-4
+    data["pretraining"]["loop_seconds"] = 299
+    (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(data))
+    edited = Results(tmp_path / "results")
+    reference, recite = fast_rows(edited)
+    assert recite["dev"] == "**88.8% (444/500)**, seed 0" and "lr 1.5e-4" in recite["recipe"]
+    assert recite["wall"].startswith("5.0 + ") and reference["wall"].startswith("5.0 + ")
+    stages = TABLES["faithful-fast-path"](edited)
+    assert "| **59.0% (236/400)** (chosen) |" in stages and "**76.8% (307/400)** (chosen)" not in stages
+    assert "**299 s** in the loop" in TABLES["readme-gpu"](edited)
+    bench = TABLES["bench-gpu"](edited).splitlines()[2:]
+    assert [row.split(" | ")[1] for row in bench] == ["H200"] * 5 + ["H100"] * 3
+
+
+def test_the_faithful_models_confidence_table_reads_both_question_sets(tmp_path):
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
+    data["confidence"]["dev"]["at_threshold"].update(precision=66.6, coverage=12.5, right=50, answered=75)
+    data["confidence"]["threshold"] = 0.5
+    (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(data))
+    held_out, dev = TABLES["confidence-faithful-h100"](Results(tmp_path / "results")).splitlines()[2:]
+    assert held_out.startswith("| held-out (400 training questions) | 32.8% |") and "80.0% / 8.8% (28/35)" in held_out
+    assert dev.endswith("| 66.6% / 12.5% (50/75) |") and "0.478 (0.325, 0.688)" in dev
+    assert "threshold 0.500" in TABLES["confidence-faithful-h100"](Results(tmp_path / "results"))

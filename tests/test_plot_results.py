@@ -71,17 +71,22 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     assert answered == [faithful["reference_finetuning_on_cpu_dev"]["rope"][s] for s in "012"]
     assert data["rope"][1][1] == stored and data["rope"][1][2] == [
         faithful["preset_best_dev"]["rope"][s]["accuracy"] for s in "012"]
-    label, stored, answered = data["rope"][3]
+    fast = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())  # rope only: one seed, then recite
+    label, stored, answered = data["rope"][2]
+    assert label.startswith("faithful + recite") and not data["learned"][2][0].startswith("faithful")
+    assert stored == [fast["probe_recall"]["recalled_percent"]]
+    assert answered == [fast["recite"]["final"]["dev"]["accuracy"]]
+    label, stored, answered = data["rope"][4]
     assert "150" in label and len(stored) == len(answered) == 3
     assert all(0 < s <= 100 for s in stored) and answered[0] == 62.8  # cpu_fp32_recitation.json, seed 0
     spans = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
-    label, stored, answered = data["rope"][4]
+    label, stored, answered = data["rope"][5]
     assert label.startswith("span answers") and "4×128" in label
     assert answered == [spans["continue_recitation"]["runs"][f"rope, {s}"]["dev"]["continue_recitation"]["accuracy"]
                         for s in range(5)]
     assert stored[0] == 100 * spans["rope_seeds"]["0"]["run"]["stored"] / spans["rope_seeds"]["0"]["run"]["stored_of"]
     reference = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())["runs"]
-    label, stored, answered = data["rope"][5]
+    label, stored, answered = data["rope"][6]
     assert "4×256" in label and answered == [r["dev"]["accuracy"] for r in reference if r["variant"] == "rope"]
     assert stored == [100 * r["stored"] / r["stored_of"] for r in reference if r["variant"] == "rope"]
     label, stored, answered = data["learned"][-1]  # learned positions at the reference size: its own group
