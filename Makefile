@@ -16,10 +16,10 @@ reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [
 		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto) \
 		$(if $(STACK),--stack_seeds,)
 
-recite:          ## the recitation recipe, by default at the CPU frontier (4 x 128, 76 epochs; docs/results.md): make recite DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [SPAN=1 [CONTINUE=1]] [CHOOSE=1]
+recite:          ## the recitation recipe, by default at the CPU frontier (4 x 128, 76 epochs; docs/results.md; PRETRAINING=faithful: the assignment's pretraining, then recite): make recite DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [PRETRAINING=faithful] [SPAN=1 [CONTINUE=1]] [CHOOSE=1]
 	. .venv/bin/activate && python scripts/recite_recipe.py --data_dir $(DATA) --out_dir $(or $(RECITE_OUT),out/recite) \
-		--seeds $(or $(SEEDS),0) --variant $(or $(VARIANT),rope) --pretrain_epochs $(or $(EPOCHS),76) \
-		$(if $(N_EMBD),--n_embd $(N_EMBD)) \
+		--seeds $(or $(SEEDS),0) --variant $(or $(VARIANT),rope) $(if $(EPOCHS),--pretrain_epochs $(EPOCHS)) \
+		$(if $(PRETRAINING),--pretraining $(PRETRAINING)) $(if $(N_EMBD),--n_embd $(N_EMBD)) \
 		$(if $(SPAN),--answer_from_recitation) $(if $(CONTINUE),--continue_recitation) \
 		$(if $(CHOOSE),--choose_final_questions)
 

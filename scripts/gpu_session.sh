@@ -60,6 +60,12 @@
 #      again, in span/ with --answer_from_recitation True, in span-cont/ with --continue_recitation True too),
 #      recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the first seed's)
 #   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
+# `faithful_recite` (another call; the README's faithful-then-recite row, more seeds): `make recite PRETRAINING=faithful`
+# (scripts/recite_recipe.py --pretraining faithful) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
+# H100), the --recite rate chosen among FR_RATES (3e-4,6e-4: the held-out choice of seed 0 and the runner-up), the
+# pretraining with FULL_PRETRAIN's flags (chosen from CHOOSE_FROM, or given: FULL_PRETRAIN='--torch_compile True
+# --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True', the H100's fastest,
+# results/bench_gpu_h100.json)  -> faithful_recite_results.json, faithful_recite_outputs.tar.gz, session.log
 set -uo pipefail
 
 DATA=${DATA:-.gpu/data}
@@ -142,6 +148,16 @@ lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held
 }
 lm_select "${LM_SEEDS%%,*}"
 
+FR_VARIANT=${FR_VARIANT:-rope}
+FR_SEEDS=${FR_SEEDS:-1}
+FR_RATES=${FR_RATES:-3e-4,6e-4}
+faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (scripts/recite_recipe.py)
+  FAITHFUL_RECITE=(scripts/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --pretraining faithful
+                   --variant "$FR_VARIANT" --seeds "$FR_SEEDS" --learning_rates "$FR_RATES" --extra "$FULL_EXTRA"
+                   --pretrain_extra "$FULL_PRETRAIN")
+}
+faithful_recite_cmd
+
 reproduce_cmd() {  # rope first: a call cut by its budget keeps the handout's headline variant
   REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
              --variants rope,learned --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
@@ -163,6 +179,7 @@ choose_flags() {  # the flags benchmarks/choose_fast_flags.py finds fastest in b
   full_cmd
   reproduce_cmd
   recite_lm_cmd
+  faithful_recite_cmd
 }
 
 conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
@@ -314,6 +331,20 @@ reproduce_session() {  # $1 = bench: the benchmark first, in this call, and its 
   echo "done in ${SECONDS}s"
 }
 
+faithful_recite_session() {
+  stage "environment"
+  environment || return 1
+  choose_flags "$CHOOSE_FROM"
+  stage "the faithful pretraining, then recite: $(printf '%q ' "${FAITHFUL_RECITE[@]}")"
+  timeout "$(left)" "$PY" "${FAITHFUL_RECITE[@]}" || echo "the recipe ended with status $? (what finished is copied)"
+  stage "collect"
+  [ -f "$WORK/faithful-recite/results.json" ] && cp "$WORK/faithful-recite/results.json" "$OUT/faithful_recite_results.json"
+  mkdir -p "$WORK/faithful-recite"
+  archive "$OUT/faithful_recite_outputs.tar.gz" "$WORK" faithful-recite
+  ls -l "$OUT"
+  echo "done in ${SECONDS}s"
+}
+
 recite_lm_session() {
   stage "environment"
   environment || return 1
@@ -371,7 +402,11 @@ case "${1:-run}" in
     printf '%q ' "$PY" "${SPLIT[@]}"; echo
     printf '%q ' "$PY" "${RECITE_LM[@]}"; echo
     printf '%q ' "$PY" "${RECITE_LM_SELECT[@]}"; echo
-    printf '%q ' "$PY" "${CONF_SELECT[@]}"; echo ;;
+    printf '%q ' "$PY" "${CONF_SELECT[@]}"; echo
+    printf '%q ' "$PY" "${FAITHFUL_RECITE[@]}"; echo ;;
+  faithful_recite)
+    mkdir -p "$OUT" "$WORK"
+    faithful_recite_session 2>&1 | tee -a "$OUT/session.log" ;;
   recite_lm)
     mkdir -p "$OUT" "$WORK"
     recite_lm_session 2>&1 | tee -a "$OUT/session.log" ;;
@@ -399,6 +434,6 @@ case "${1:-run}" in
     mkdir -p "$OUT" "$WORK"
     session 2>&1 | tee -a "$OUT/session.log" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh [run|reproduce|bench_reproduce|recite_lm|prepare|commands]" >&2
+    echo "usage: bash scripts/gpu_session.sh [run|reproduce|bench_reproduce|recite_lm|faithful_recite|prepare|commands]" >&2
     exit 2 ;;
 esac

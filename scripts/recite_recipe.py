@@ -3,6 +3,10 @@ questions as recitation rows in pretraining, then finetuning that recites before
 held-out training questions. Defaults: the CPU frontier of docs/results.md (rope, 4 layers x 128 dims, 76 epochs,
 `--preset cpu-fast` in fp32), whose three seeds answered about half of dev.
 
+`--pretraining faithful` keeps the assignment's pretraining as it is (span corruption, 650 epochs, the reference
+size and hyperparameters: minutes on a GPU, hours on a CPU) and recites after it (`make recite PRETRAINING=faithful`;
+docs/results.md, "On the fast path, then recite"): no questions in pretraining, so no split step.
+
 It runs the commands that measured those rows, with their flags (docs/reproduce.md, "Uncorrupted documents,
 recitation rows in pretraining"):
   1. select_finetune_lr.py --split_only: --holdout training questions set aside, never seen in pretraining;
@@ -42,6 +46,12 @@ from training.files import atomic_write_json
 ROOT = Path(__file__).resolve().parents[1]
 PRETRAINING = "--objective language_modeling --mixed_qa_format recite"  # what makes it this recipe
 CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
+# --pretraining's defaults for the flags left out: the CPU frontier's recitation recipe; the faithful pretraining and
+# the rates around the one its held-out questions chose (3e-4; results/faithful_h100_fast_path.json)
+RECIPE_DEFAULTS = {
+    "recitation": {"pretrain_epochs": 76, "n_embd": 128, "preset": "cpu-fast", "learning_rates": "7.5e-5,1.5e-4,3e-4"},
+    "faithful": {"pretrain_epochs": 650, "n_embd": 256, "preset": "reference", "learning_rates": "1.5e-4,3e-4,6e-4"},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,11 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out_dir", default="out/recite")
     parser.add_argument("--variant", default="rope", choices=["rope", "learned"], help="Position embeddings.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
-    parser.add_argument("--pretrain_epochs", type=int, default=76)
-    parser.add_argument("--n_embd", type=int, default=128, help="Model width (the reference size is 256).")
-    parser.add_argument("--preset", default="cpu-fast", help="train_*.py --preset for both stages.")
+    parser.add_argument("--pretraining", default="recitation", choices=list(RECIPE_DEFAULTS),
+                        help="recitation: uncorrupted documents with the training questions as recitation rows; "
+                        "faithful: the assignment's span corruption, unchanged. It sets the next four flags' defaults.")
+    parser.add_argument("--pretrain_epochs", type=int, help="Default 76 (recitation) or 650 (faithful).")
+    parser.add_argument("--n_embd", type=int, help="Model width: default 128 (recitation) or 256 (faithful, the "
+                        "reference size).")
+    parser.add_argument("--preset", help="train_*.py --preset for both stages: default cpu-fast (recitation) or "
+                        "reference (faithful).")
     parser.add_argument("--mixed_precision", default="no", help="Both stages' --mixed_precision (no = fp32).")
-    parser.add_argument("--learning_rates", default="7.5e-5,1.5e-4,3e-4", help="Finetuning rates to choose from.")
+    parser.add_argument("--learning_rates", help="Finetuning rates to choose from: default 7.5e-5,1.5e-4,3e-4 "
+                        "(recitation) or 1.5e-4,3e-4,6e-4 (faithful).")
     parser.add_argument("--holdout", type=int, default=400, help="Training questions held out to choose the rate.")
     parser.add_argument("--extra", default="", help="More flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="", help="More flags for train_pretrain.py only (quoted).")
@@ -85,6 +101,12 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
+def settled(opts: argparse.Namespace) -> argparse.Namespace:
+    """The options with --pretraining's defaults where a flag was left out."""
+    given = {key: value for key, value in vars(opts).items() if value is not None}
+    return argparse.Namespace(**{**RECIPE_DEFAULTS[opts.pretraining], **given})
+
+
 def paths(opts: argparse.Namespace) -> dict[str, Path]:
     out = Path(opts.out_dir)
     return {"split": out / "split", "pretrain": out / "pretrain", "select": out / "select"}
@@ -99,13 +121,17 @@ def pretrained_model(opts: argparse.Namespace, seed: int) -> Path:
 
 def stage_flags(opts: argparse.Namespace) -> tuple[str, str]:
     """(flags of both training scripts, flags of pretraining alone), as the steps pass them."""
+    opts = settled(opts)
     both = f"--preset {opts.preset} --mixed_precision {opts.mixed_precision} {opts.extra}".strip()
+    if opts.pretraining == "faithful":
+        return both, f"--n_embd {opts.n_embd} {opts.pretrain_extra}".strip()
     split = paths(opts)["split"] / "split" / "train.tsv"
     return both, f"--n_embd {opts.n_embd} {PRETRAINING} --mixed_qa_corpus_path {split} {opts.pretrain_extra}".strip()
 
 
 def check(opts: argparse.Namespace) -> None:
     """Every step's training flags checked before the first step runs: a typo fails in a second, not after hours."""
+    opts = settled(opts)
     seed_list(opts.seeds)
     if not 0 < opts.target_precision <= 1:
         sys.exit(f"error: --target_precision {opts.target_precision}: must be in (0, 1]")
@@ -121,8 +147,10 @@ def check(opts: argparse.Namespace) -> None:
 
 
 def commands(opts: argparse.Namespace) -> list[list[str]]:
-    """Split, pretraining (every seed), each seed's rate choice and final finetuning, then each seed's abstention
-    threshold, then each seed's choice of the final finetuning's questions, in order."""
+    """Split (not for the faithful pretraining, which reads no questions), pretraining (every seed), each seed's rate
+    choice and final finetuning, then each seed's abstention threshold, then each seed's choice of the final
+    finetuning's questions, in order."""
+    opts = settled(opts)
     where, seeds = paths(opts), seed_list(opts.seeds)
     both, pretrain = stage_flags(opts)
     py = "python"
@@ -132,8 +160,9 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         return [py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
                 str(Path(opts.data_dir) / tsv), "--outputs_path", f"{chosen}.{split}.predictions", *span_flags(opts)]
 
-    cmds = [[py, "scripts/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
-             "--holdout", str(opts.holdout), "--split_only"],
+    split = [[py, "scripts/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
+              "--holdout", str(opts.holdout), "--split_only"]]
+    cmds = [*(split if opts.pretraining == "recitation" else []),
             [py, "scripts/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
              "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
@@ -190,6 +219,7 @@ def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
 def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
     """Every seed's pretraining time, stored places, chosen rate, held-out and dev scores (plain and reciting), and
     the mean."""
+    opts = settled(opts)
     where = paths(opts)
     plain = {row["seed"]: row for row in json.loads((where["pretrain"] / "results.json").read_text())["runs"]}
     rows = []
@@ -215,9 +245,11 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
-    return {"what": "scripts/recite_recipe.py: uncorrupted documents + recitation rows, then --recite True at a rate "
-                    "chosen on held-out training questions", "command": shlex.join(["python", *sys.argv]),
-            "steps": [shlex.join(c) for c in cmds], "variant": opts.variant, "n_embd": opts.n_embd,
+    pretraining = {"recitation": "uncorrupted documents + recitation rows", "faithful": "the faithful pretraining"}
+    return {"what": f"scripts/recite_recipe.py: {pretraining[opts.pretraining]}, then --recite True at a rate chosen "
+                    "on held-out training questions", "command": shlex.join(["python", *sys.argv]),
+            "steps": [shlex.join(c) for c in cmds], "pretraining": opts.pretraining, "variant": opts.variant,
+            "n_embd": opts.n_embd,
             "pretrain_epochs": opts.pretrain_epochs, "answer_from_recitation": opts.answer_from_recitation,
             "continue_recitation": opts.continue_recitation, "choose_final_questions": opts.choose_final_questions,
             "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),

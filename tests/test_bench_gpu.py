@@ -137,8 +137,9 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
                                         "scripts/run_experiments.py", "scripts/run_experiments.py",
                                         "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py",
                                         "scripts/run_experiments.py", "scripts/select_finetune_lr.py",
-                                        "scripts/select_finetune_lr.py"]
-    bench_cmd, seeds_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd = commands
+                                        "scripts/select_finetune_lr.py", "scripts/recite_recipe.py"]
+    (bench_cmd, seeds_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd,
+     faithful_recite_cmd) = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
     # today's loop as the yardstick, and the rows choose_fast_flags.py decides by: one seed and three seeds compiled
     assert set(opts.variants.split(",")) >= {"today", "fast", "fast_compiled_all", "fast_compiled_all_stacked3",
@@ -203,11 +204,19 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     # the reference rate and 2e-4, the rate held-out questions chose for the faithful models (faithful_h100.json)
     assert [float(r) for r in conf.learning_rates.split(",")] == [DEFAULTS["finetune"][REFERENCE]["learning_rate"],
                                                                   2e-4]
+    # faithful_recite: make recite PRETRAINING=faithful for one more seed, two rates, nothing shortened; its flags
+    # pass recite_recipe.py's own check
+    recipe = load("scripts/recite_recipe.py")
+    opts = recipe.build_parser().parse_args(faithful_recite_cmd[2:])
+    recipe.check(opts)
+    assert (opts.pretraining, opts.variant, opts.seeds, opts.learning_rates) == ("faithful", "rope", "1", "3e-4,6e-4")
+    assert opts.pretrain_epochs is None and "--max_steps" not in opts.extra
+    assert recipe.settled(opts).pretrain_epochs == 650
 
 
 def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answers_when_emptied(tmp_path):
     env = {"LM_HPARAMS": "", "LM_EVAL_EXTRA": "", "LM_EPOCHS": "300"}
-    *_, lm_cmd, lm_select_cmd, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
+    *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
     experiments = load("scripts/run_experiments.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
@@ -220,7 +229,7 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
     """LM_VARIANT=learned LM_SEEDS=0,1,2: one --seeds pretraining on the fast path; each seed's rate is then chosen
     from the folder run_experiments.py gives that seed's member, on the same held-out split, with its own seed."""
     env = {"LM_VARIANT": "learned", "LM_SEEDS": "0,1,2", "LM_PRETRAIN_EXTRA": "--n_embd 128"}
-    *_, split_cmd, lm_cmd, lm_select_cmd, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
+    *_, split_cmd, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
     experiments = load("scripts/run_experiments.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)

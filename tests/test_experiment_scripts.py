@@ -480,6 +480,48 @@ def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch
     assert "--out_dir x " in planned("RECITE_OUT=x")
 
 
+def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_needs_no_split(tmp_path, monkeypatch):
+    """--pretraining faithful (make recite PRETRAINING=faithful): the reference pretraining with no questions in it
+    (no split step, no recitation rows), 650 epochs at the reference size and preset unless told otherwise, then the
+    same --recite selection per seed; it runs end to end on a tiny model."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    recipe = _load_script("recite_recipe")
+    parse = recipe.build_parser().parse_args
+    pretraining, *selections = recipe.commands(parse(["--data_dir", "d", "--pretraining", "faithful", "--seeds", "0,1",
+                                                      "--no_confidence"]))
+    assert pretraining[1] == "scripts/run_experiments.py" and [c[1] for c in selections] == [
+        "scripts/select_finetune_lr.py"] * 2
+    def value(cmd: list[str], flag: str) -> str:
+        return cmd[cmd.index(flag) + 1]
+
+    assert value(pretraining, "--pretrain_epochs") == "650" and value(pretraining, "--pretrain_extra") == "--n_embd 256"
+    assert value(pretraining, "--extra") == "--preset reference --mixed_precision no"
+    assert value(selections[0], "--learning_rates") == "1.5e-4,3e-4,6e-4"
+    assert value(selections[0], "--extra") == "--preset reference --mixed_precision no --recite True"
+    given = recipe.commands(parse(["--data_dir", "d", "--pretraining", "faithful", "--pretrain_epochs", "5",
+                                   "--preset", "cpu-fast", "--learning_rates", "1e-4"]))
+    assert "5" in given[0] and "--preset cpu-fast --mixed_precision no" in given[0] and "1e-4" in given[1]
+    recitation = recipe.commands(parse(["--data_dir", "d"]))  # the default recipe keeps its own defaults
+    assert recitation[0][-1] == "--split_only" and "76" in recitation[1] and "7.5e-5,1.5e-4,3e-4" in recitation[2]
+    planned = " ".join(run_ok(["make", "-n", "recite", "DATA=d", "PRETRAINING=faithful"]).replace("\\\n", " ").split())
+    assert "--pretraining faithful" in planned and "--pretrain_epochs" not in planned
+
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=60, n_train=30, n_dev=15, n_test=15, seed=0)
+    out = tmp_path / "faithful"
+    run_ok([sys.executable, "scripts/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out),
+            "--pretraining", "faithful", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10",
+            "--learning_rates", "1e-3", "--threads", "1", "--no_confidence", "--extra",
+            "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"])
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["pretraining"] == "faithful" and not (out / "split").exists()
+    card = (out / "pretrain" / "rope-causal-seed0-pretrain" / "README.md").read_text()
+    assert "| stage | pretraining (span corruption) |" in card and "| learning_rate | 0.006 |" in card
+    assert "mixed" not in card  # no recitation rows
+    (row,) = summary["seeds"]
+    assert row["dev_total"] == 15 and row["learning_rate"] == 1e-3 and row["abstention"] is None
+
+
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
