@@ -15,21 +15,24 @@
 #      for seeds 0,1,2 stacked and one after another in one process, + TF32 (BENCH_STEPS steps each; variants whose
 #      flags train_pretrain.py does not take yet are skipped and named)  -> bench_gpu.json; then
 #      benchmarks/choose_fast_flags.py picks from it the fastest faithful flags for one seed (FULL_PRETRAIN) and for
-#      three (REPRO_PRETRAIN, REPRO_ARGS), where not given (its reasons go to session.log)
+#      three (REPRO_PRETRAIN, REPRO_ARGS), where not given (its reasons go to session.log); BENCH_SKIP=1 skips the
+#      benchmark (the flags: given, or chosen from CHOOSE_FROM)
 #   1b. (SEEDS_BENCH=1, off by default: the benchmark's seeds rows decide) benchmarks/bench_seeds.py: seeds 0,1,2
 #      for BENCH_STEPS steps in a row, in one --seeds process, as three processes at once, and stacked (eager, then
 #      with STACKED_COMPILE's flags)  -> bench_seeds.json
 #   2. if the time left fits the chosen flags' projected pretraining: scripts/run_experiments.py as `make reproduce`
-#      runs it, for rope, seed 0, on the fast path with FULL_PRETRAIN: the 650-epoch pretraining timed end to end, the
-#      reference finetuning, dev and test predictions  -> faithful_rope_results.json; its predictions (with their records:
-#      each answer's confidence) and logs go into faithful_rope_outputs.tar.gz
+#      runs it, for FULL_VARIANT (rope; or learned), seed 0, on the fast path with FULL_PRETRAIN: the 650-epoch
+#      pretraining timed end to end, the reference finetuning, dev and test predictions  -> faithful_rope_results.json
+#      (faithful_VARIANT_*); its predictions (with their records: each answer's confidence) and logs go into
+#      faithful_rope_outputs.tar.gz
 #   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
 #      CONF_RATES (the reference 6e-4, then 2e-4, the faithful models' held-out choice) on the training questions
 #      outside 400 held out, kept; each answers the 400 and dev, and scripts/abstention.py chooses the threshold for
 #      80% precision on the 400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
 #   4. if about RECITE_NEED seconds are left: scripts/select_finetune_lr.py on that pretrained model with
-#      `--recite True` (issue 21: recite, then answer), the rate chosen on 400 held-out training questions, then the
-#      final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json
+#      `--recite True` (issue 21: recite, then answer), the rate chosen among RECITE_RATES on 400 held-out training
+#      questions, then the final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json, its
+#      predictions in faithful_rope_outputs.tar.gz
 #   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
 #   530) after it began.
 # `reproduce` (a second call, once the fast path is known to fit): `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast
@@ -104,14 +107,19 @@ SEEDS_BENCH=${SEEDS_BENCH:-0}  # 1: stage 1b, three seeds in a row, in one --see
 STACKED_COMPILE=${STACKED_COMPILE:---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused}
 SEEDS=(benchmarks/bench_seeds.py --data_dir "$DATA" --seeds 0,1,2 --steps "$BENCH_STEPS" --flags "$BENCH_EXTRA"
        --concurrent --stacked "" --stacked "$STACKED_COMPILE" --json "$OUT/bench_seeds.json")
+FULL_VARIANT=${FULL_VARIANT:-rope}  # stages 2-4's position embeddings: rope or learned
+FULL_MODEL=$WORK/faithful/$FULL_VARIANT-causal-seed0-pretrain  # stage 2's pretrained model
+RECITE_RATES=${RECITE_RATES:-7.5e-5,1.5e-4,3e-4,6e-4}  # stage 4's rates (rope seed 0 chose 3e-4; the four and the
+# final finetuning took 4.5 minutes on an H100)
+BENCH_SKIP=${BENCH_SKIP:-0}  # 1: no stage 1 (give FULL_PRETRAIN, or CHOOSE_FROM an earlier call's bench_gpu.json)
 full_cmd() {
-  FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants rope
-        --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA" --pretrain_extra "$FULL_PRETRAIN")
+  FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants
+        "$FULL_VARIANT" --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA" --pretrain_extra "$FULL_PRETRAIN")
 }
 full_cmd
 
-RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$WORK/faithful/rope-causal-seed0-pretrain" --data_dir "$DATA"
-        --out_dir "$WORK/recite" --learning_rates 7.5e-5,1.5e-4,3e-4,6e-4 --final --extra "--recite True $FULL_EXTRA")
+RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$FULL_MODEL" --data_dir "$DATA" --out_dir "$WORK/recite"
+        --learning_rates "$RECITE_RATES" --final --extra "--recite True $FULL_EXTRA")
 
 LM_EPOCHS=${LM_EPOCHS:-50}  # the CPU run's; with the reference's hyperparameters 300 is about 650 epochs' time
 LM_HPARAMS=${LM_HPARAMS---preset cpu-fast --mixed_precision no}  # both stages' (train_*.py flags; empty: reference)
@@ -186,7 +194,7 @@ conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_
   CONF_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
                --learning_rates "$CONF_RATES" --keep_models --extra "$FULL_EXTRA")
 }
-conf_select "$WORK/faithful/rope-causal-seed0-pretrain" "$WORK/confidence/rope-seed0" 0
+conf_select "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
 
 left() { echo $((BUDGET - SECONDS)); }
 stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
@@ -261,8 +269,13 @@ session() {
   stage "environment"
   environment || return 1
 
-  local limit=$(( $(left) - 240 < BENCH_TIMEOUT ? $(left) - 240 : BENCH_TIMEOUT ))
-  benchmark "$(( limit > 60 ? limit : 60 ))"
+  if [ "$BENCH_SKIP" = 1 ]; then
+    stage "1. benchmark skipped (BENCH_SKIP=1): flags from CHOOSE_FROM=$CHOOSE_FROM where not given"
+    choose_flags "$CHOOSE_FROM"
+  else
+    local limit=$(( $(left) - 240 < BENCH_TIMEOUT ? $(left) - 240 : BENCH_TIMEOUT ))
+    benchmark "$(( limit > 60 ? limit : 60 ))"
+  fi
 
   if [ "$SEEDS_BENCH" = 1 ] && [ "$(left)" -ge 360 ]; then  # how a reproduce should train its seeds (issue 23)
     stage "1b. seeds: $(printf '%q ' "${SEEDS[@]}")"
@@ -273,18 +286,18 @@ session() {
   local need=300
   [ -n "$FULL_PROJECTED_S" ] && need=$(( ${FULL_PROJECTED_S%.*} + 120 ))
   if [ "$(left)" -ge "$need" ]; then
-    stage "2. faithful rope on the fast path, 650 epochs, finetuning, dev and test (about ${need}s needed," \
+    stage "2. faithful $FULL_VARIANT on the fast path, 650 epochs, finetuning, dev and test (about ${need}s needed," \
           "$(left)s left): $(printf '%q ' "${FULL[@]}")"
     timeout "$(left)" "$PY" "${FULL[@]}" || echo "the full run ended with status $? (what finished is copied)"
   else
     stage "2. skipped: the full run needs about ${need}s, $(left)s are left"
   fi
 
-  echo; echo "3. the faithful rope model's confidence (issue 24)"
-  confidence "$WORK/faithful/rope-causal-seed0-pretrain" "$WORK/confidence/rope-seed0" 0
+  echo; echo "3. the faithful $FULL_VARIANT model's confidence (issue 24)"
+  confidence "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
 
-  if [ -f "$WORK/faithful/rope-causal-seed0-pretrain/config.json" ] && [ "$(left)" -ge "$RECITE_NEED" ]; then
-    stage "4. recite, then answer, on the faithful rope model ($(left)s left): $(printf '%q ' "${RECITE[@]}")"
+  if [ -f "$FULL_MODEL/config.json" ] && [ "$(left)" -ge "$RECITE_NEED" ]; then
+    stage "4. recite, then answer, on the faithful $FULL_VARIANT model ($(left)s left): $(printf '%q ' "${RECITE[@]}")"
     timeout "$(left)" "$PY" "${RECITE[@]}" || echo "the selection ended with status $? (its finished points are kept)"
   else
     stage "4. skipped: no pretrained model, or fewer than ${RECITE_NEED}s left ($(left)s)"
@@ -292,12 +305,12 @@ session() {
 
   stage "collect"
   local pair
-  for pair in "$WORK/faithful/results.json:faithful_rope_results.json" \
-              "$WORK/recite/selection.json:faithful_rope_recite_selection.json"; do
+  for pair in "$WORK/faithful/results.json:faithful_${FULL_VARIANT}_results.json" \
+              "$WORK/recite/selection.json:faithful_${FULL_VARIANT}_recite_selection.json"; do
     if [ -f "${pair%%:*}" ]; then cp "${pair%%:*}" "$OUT/${pair##*:}"; fi
   done
-  mkdir -p "$WORK/faithful" "$WORK/confidence"
-  archive "$OUT/faithful_rope_outputs.tar.gz" "$WORK" faithful confidence
+  mkdir -p "$WORK/faithful" "$WORK/confidence" "$WORK/recite"
+  archive "$OUT/faithful_${FULL_VARIANT}_outputs.tar.gz" "$WORK" faithful confidence recite
   ls -l "$OUT"
   echo "done in ${SECONDS}s"
 }

@@ -214,6 +214,19 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert recipe.settled(opts).pretrain_epochs == 650
 
 
+def test_gpu_session_run_takes_the_variant_and_the_recite_rates(tmp_path):
+    """FULL_VARIANT=learned: stage 2 pretrains learned positions, and stages 3 and 4 finetune that model; RECITE_RATES
+    are stage 4's rates."""
+    commands = session_commands({"OUT": str(tmp_path / "out"), "FULL_VARIANT": "learned", "RECITE_RATES": "3e-4"})
+    experiments, select = load("scripts/run_experiments.py"), load("scripts/select_finetune_lr.py").build_parser()
+    full = experiments.build_parser().parse_args(commands[2][2:])
+    experiments.check_all_stage_flags(full)
+    recite, conf = select.parse_args(commands[4][2:]), select.parse_args(commands[8][2:])
+    assert full.variants == "learned" and full.out_dir.endswith("faithful")
+    assert recite.model_name_or_path == conf.model_name_or_path == f"{full.out_dir}/learned-causal-seed0-pretrain"
+    assert recite.learning_rates == "3e-4" and conf.out_dir.endswith("confidence/learned-seed0")
+
+
 def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answers_when_emptied(tmp_path):
     env = {"LM_HPARAMS": "", "LM_EVAL_EXTRA": "", "LM_EPOCHS": "300"}
     *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
