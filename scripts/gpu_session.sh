@@ -156,9 +156,9 @@ lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held
 }
 lm_select "${LM_SEEDS%%,*}"
 
-FR_VARIANT=${FR_VARIANT:-rope}
-FR_SEEDS=${FR_SEEDS:-1}
-FR_RATES=${FR_RATES:-3e-4,6e-4}
+FR_VARIANT=${FR_VARIANT:-rope}  # faithful_recite's position embeddings
+FR_SEEDS=${FR_SEEDS:-1}  # its seeds (seed 0 of rope: results/faithful_h100_fast_path.json)
+FR_RATES=${FR_RATES:-3e-4,6e-4}  # its --recite rates: seed 0's held-out choice and the runner-up
 faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (scripts/recite_recipe.py)
   FAITHFUL_RECITE=(scripts/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --pretraining faithful
                    --variant "$FR_VARIANT" --seeds "$FR_SEEDS" --learning_rates "$FR_RATES" --extra "$FULL_EXTRA"

@@ -245,7 +245,8 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
-    pretraining = {"recitation": "uncorrupted documents + recitation rows", "faithful": "the faithful pretraining"}
+    pretraining = {"recitation": "uncorrupted documents + recitation rows",
+                   "faithful": "span corruption (the faithful objective)"}
     return {"what": f"scripts/recite_recipe.py: {pretraining[opts.pretraining]}, then --recite True at a rate chosen "
                     "on held-out training questions", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "pretraining": opts.pretraining, "variant": opts.variant,
