@@ -308,6 +308,7 @@ def headline_rows(results: Results) -> list[dict]:
         _chosen_row(results, "learned"),
         *(dict(row, readme=True) for row in _reference_size_rows(results)),
         dict(_span_corruption_recite_row(results), readme=True),
+        *_span_corruption_learned_rows(results),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         _recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
@@ -428,6 +429,28 @@ def _span_corruption_recite_row(results: Results) -> dict:
             "wall": "pretraining " + " / ".join(f"{m:.1f}" for m in made) + " min",
             "dev": _seeds_cell(dev, [seed for seed, _ in runs]),
             "how": "span-corruption-then-recite"}
+
+
+def _span_corruption_learned_rows(results: Results) -> list[dict]:
+    """Span corruption with learned positions, then `--recite True` with span answers (span_recite_epochs_cpu.json's
+    `learned_runs`, made by recite_recipe.py --pretraining faithful): a row per pretraining length, its seeds side by
+    side."""
+    data, rows = results["span_recite_epochs_cpu"], []
+    for epochs, seeds in sorted(data.get("learned_runs", {}).items(), key=lambda item: int(item[0])):
+        runs = sorted((int(seed), run) for seed, run in seeds.items())
+        rates = ", ".join(map(lr, sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})))
+        dev = [{**a, "correct": a["right"]} for a in (run["recite"]["final"]["dev"]["answers"] for _, run in runs)]
+        rows.append({"variant": "learned, 4 layers × 256 dims",
+                     "recipe": f"**span corruption** (`--preset cpu-fast`, {epochs} epochs), then **`--recite "
+                               "True`**, answering with the most probable span of the recitation (lr "
+                               f"{rates}, chosen on held-out)",
+                     "hardware": f"{short_hardware(data['hardware'])}, bf16",
+                     "wall": "pretraining " + " / ".join(f"{run['pretraining']['pretrain_seconds'] / 60:.1f}"
+                                                          for _, run in runs) + " min",
+                     "dev": (f"{score(dev[0])}, seed {runs[0][0]}" if len(runs) == 1 else
+                             _seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs])),
+                     "how": "span-corruption-then-recite"})
+    return rows
 
 
 def _chosen_dev(model: dict, found: dict) -> dict:
@@ -1386,24 +1409,27 @@ def span_recite(results: Results) -> str:
 
 
 def span_recite_epochs(results: Results) -> str:
-    """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per pretraining
-    length, its seeds side by side (290 epochs from confidence_cpu_span.json, shorter runs from
-    span_recite_epochs_cpu.json, each seed in the same shape), and how many of the places the pretrained model
-    recalls (`reached`: probe_recall.py --predictions) each finetuning answers."""
-    groups = {290: span_seeds(results["confidence_cpu_span"])}
-    for epochs, seeds in results["span_recite_epochs_cpu"]["runs"].items():
-        groups[int(epochs)] = sorted((int(seed), run) for seed, run in seeds.items())
+    """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per position
+    variant and pretraining length, its seeds side by side (rope at 290 epochs from confidence_cpu_span.json, the
+    other runs from span_recite_epochs_cpu.json: `runs` rope, `learned_runs` learned positions, each seed in the same
+    shape), and how many of the places the pretrained model recalls (`reached`: probe_recall.py --predictions) each
+    finetuning answers."""
+    data = results["span_recite_epochs_cpu"]
+    groups = {("rope", 290): span_seeds(results["confidence_cpu_span"])}
+    for key, variant in (("runs", "rope"), ("learned_runs", "learned")):
+        for epochs, seeds in data.get(key, {}).items():
+            groups[(variant, int(epochs))] = sorted((int(seed), run) for seed, run in seeds.items())
 
     def cell(values: list[float], seeds: list[int]) -> str:
         return _seeds_cell(values, seeds) if len(values) > 1 else pct(values[0])
 
     rows = []
-    for epochs, runs in sorted(groups.items()):
+    for (variant, epochs), runs in sorted(groups.items(), key=lambda item: (item[0][0] != "rope", item[0][1])):
         seeds = [seed for seed, _ in runs]
         made = [run["pretraining"] for _, run in runs]
         recite = [run["recite"] for _, run in runs]
         rates = sorted({r["chosen_learning_rate"] for r in recite})
-        rows.append([str(epochs), ", ".join(map(str, seeds)),
+        rows.append([f"{variant}, {epochs}", ", ".join(map(str, seeds)),
                      " / ".join(f"{m['pretrain_seconds'] / 60:.1f}" for m in made) + " min",
                      " / ".join(str(m["stored"]) for m in made) + f" of {made[0]['stored_of']}",
                      cell([run["final"]["dev"]["answers"]["accuracy"] for _, run in runs], seeds),
@@ -1412,7 +1438,7 @@ def span_recite_epochs(results: Results) -> str:
                      f"**{cell([r['final']['dev']['answers']['accuracy'] for r in recite], seeds)}**",
                      *(cell([run["reached"][way]["recalled"]["accuracy"] for _, run in runs], seeds)
                        if all("reached" in run for _, run in runs) else "—" for way in ("reference", "recite"))])
-    return table(["span-corruption epochs", "seeds", "pretraining (bf16, 2 AMX cores)", "dev places stored",
+    return table(["positions, span-corruption epochs", "seeds", "pretraining (bf16, 2 AMX cores)", "dev places stored",
                   "finetuned the reference way: dev", "recite: held-out (chosen rate)",
                   "recite: final model (2,000 questions), dev", "of the stored places, right: the reference way",
                   "of the stored places, right: reciting"], rows)

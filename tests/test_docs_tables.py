@@ -308,8 +308,9 @@ def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
 
 
 def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tmp_path):
-    """The 290-epoch seeds come from confidence_cpu_span.json, shorter runs from span_recite_epochs_cpu.json: one
-    row per length, shortest first, each seed's figures side by side."""
+    """The rope 290-epoch seeds come from confidence_cpu_span.json, the other runs from span_recite_epochs_cpu.json
+    (learned positions under learned_runs): one row per variant and length, rope first, shortest first, each seed's
+    figures side by side."""
     import copy
 
     from scripts.docs_tables import span_seeds
@@ -324,14 +325,26 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
         run["reached"] = {way: {"recalled": {"accuracy": final + 10 * k}} for k, way in enumerate(("reference",
                                                                                                   "recite"))}
         shorter[str(seed)] = run
-    (tmp_path / "results" / "span_recite_epochs_cpu.json").write_text(json.dumps({"runs": {"100": shorter}}))
+    learned = {"220": {"0": {**shorter["1"], "pretraining": {**shorter["1"]["pretraining"], "seed": 0}}}}
+    hardware = json.loads((RESULTS / "span_recite_epochs_cpu.json").read_text())["hardware"]
+    (tmp_path / "results" / "span_recite_epochs_cpu.json").write_text(json.dumps(
+        {"hardware": hardware, "runs": {"100": shorter}, "learned_runs": learned}))
     lines = TABLES["span-recite-epochs"](Results(tmp_path / "results")).splitlines()
-    assert lines[2].startswith("| 100 | 0, 1 | 20.0 / 21.0 min | 300 / 320 of ")
+    assert lines[2].startswith("| rope, 100 | 0, 1 | 20.0 / 21.0 min | 300 / 320 of ")
     assert lines[2].endswith("| **63.0 ± 2.8% (61.0 / 65.0)** | 63.0 ± 2.8% (61.0 / 65.0) "
                              "| 73.0 ± 2.8% (71.0 / 75.0) |")
     long = [seeds[s]["recite"]["final"]["dev"]["answers"]["accuracy"] for s in sorted(seeds)]
-    assert lines[3].startswith("| 290 | " + ", ".join(map(str, sorted(seeds))) + " |")
-    assert " / ".join(f"{v:.1f}" for v in long) in lines[3] and len(lines) == 4
+    assert lines[3].startswith("| rope, 290 | " + ", ".join(map(str, sorted(seeds))) + " |")
+    assert " / ".join(f"{v:.1f}" for v in long) in lines[3] and len(lines) == 5
+    # learned positions after every rope row, one seed: its own figures, no spread
+    assert lines[4].startswith("| learned, 220 | 0 | 21.0 min | 320 of ") and lines[4].endswith(
+        "| **65.0%** | 65.0% | 75.0% |")
+    from scripts.docs_tables import headline_rows  # and its own row in the summary
+
+    (row,) = [r for r in headline_rows(Results(tmp_path / "results"))
+              if r["variant"].startswith("learned") and r["recipe"].startswith("**span corruption**")]
+    assert "220 epochs" in row["recipe"] and row["dev"].startswith("65.0% (") and row["dev"].endswith(", seed 0")
+    assert row["wall"] == "pretraining 21.0 min" and not row.get("readme")
 
 
 def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pretraining(tmp_path):
