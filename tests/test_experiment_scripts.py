@@ -480,10 +480,11 @@ def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch
     assert "--out_dir x " in planned("RECITE_OUT=x")
 
 
-def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_needs_no_split(tmp_path, monkeypatch):
+def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_needs_no_split(monkeypatch):
     """--pretraining faithful (make recite PRETRAINING=faithful): the reference pretraining with no questions in it
     (no split step, no recitation rows), 650 epochs at the reference size and preset unless told otherwise, then the
-    same --recite selection per seed; it runs end to end on a tiny model."""
+    same --recite selection per seed (the steps are the recitation recipe's, whose end-to-end run is tested below;
+    results/span_recite_epochs_cpu.json's learned_runs is a real run of this plan)."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     recipe = _load_script("recite_recipe")
     parse = recipe.build_parser().parse_args
@@ -505,21 +506,9 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
     assert recitation[0][-1] == "--split_only" and "76" in recitation[1] and "7.5e-5,1.5e-4,3e-4" in recitation[2]
     planned = " ".join(run_ok(["make", "-n", "recite", "DATA=d", "PRETRAINING=faithful"]).replace("\\\n", " ").split())
     assert "--pretraining faithful" in planned and "--pretrain_epochs" not in planned
-
-    world = tmp_path / "world"
-    write_synthetic_corpus(world, n_people=60, n_train=30, n_dev=15, n_test=15, seed=0)
-    out = tmp_path / "faithful"
-    run_ok([sys.executable, "scripts/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out),
-            "--pretraining", "faithful", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10",
-            "--learning_rates", "1e-3", "--threads", "1", "--no_confidence", "--extra",
-            "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"])
-    summary = json.loads((out / "results.json").read_text())
-    assert summary["pretraining"] == "faithful" and not (out / "split").exists()
-    card = (out / "pretrain" / "rope-causal-seed0-pretrain" / "README.md").read_text()
-    assert "| stage | pretraining (span corruption) |" in card and "| learning_rate | 0.006 |" in card
-    assert "mixed" not in card  # no recitation rows
-    (row,) = summary["seeds"]
-    assert row["dev_total"] == 15 and row["learning_rate"] == 1e-3 and row["abstention"] is None
+    recipe.check(parse(["--data_dir", "d", "--pretraining", "faithful"]))  # every stage takes these flags
+    with pytest.raises(SystemExit, match="--preset"):  # and a bad one fails before the first step, as one line
+        recipe.check(parse(["--data_dir", "d", "--pretraining", "faithful", "--preset", "nope"]))
 
 
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch):
