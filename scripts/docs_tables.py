@@ -307,8 +307,8 @@ def headline_rows(results: Results) -> list[dict]:
         _span_row(results, "learned"),
         _chosen_row(results, "learned"),
         *(dict(row, readme=True) for row in _reference_size_rows(results)),
-        dict(_span_corruption_recite_row(results), readme=True),
-        *_span_corruption_learned_rows(results),
+        dict(_span_corruption_recite_row(results, *SPAN_290), readme=True),
+        *(_span_corruption_recite_row(results, *group) for group in span_groups(results) if group[0] == "learned"),
         *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
                           "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
         _recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
@@ -414,43 +414,23 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
             "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
 
-def _span_corruption_recite_row(results: Results) -> dict:
-    """Span-corruption pretraining at the reference size (the faithful objective), then `--recite True` with span
-    answers (confidence_cpu_span.json): the final models (all 2,000 questions), one per seed."""
-    runs = span_seeds(results["confidence_cpu_span"])
+def _span_corruption_recite_row(results: Results, variant: str, epochs: int) -> dict:
+    """Span-corruption pretraining at the reference size (the faithful objective) for `epochs`, then `--recite True`
+    with span answers (span_groups): the final models (all 2,000 questions), one per seed."""
+    runs = span_groups(results)[(variant, epochs)]
+    source = "confidence_cpu_span" if (variant, epochs) == SPAN_290 else "span_recite_epochs_cpu"
     rates = [lr(rate) for rate in sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})]
     made = [run["pretraining"]["pretrain_seconds"] / 60 for _, run in runs]
-    dev = [run["recite"]["final"]["dev"]["answers"]["accuracy"] for _, run in runs]
-    return {"variant": "rope, 4 layers × 256 dims",
-            "recipe": "**span corruption** (the faithful objective; `--preset cpu-fast`, 290 epochs), then "
+    dev = [run["recite"]["final"]["dev"]["answers"] for _, run in runs]
+    return {"variant": f"{variant}, 4 layers × 256 dims",
+            "recipe": f"**span corruption** (the faithful objective; `--preset cpu-fast`, {epochs} epochs), then "
                       "**`--recite True`**, answering with the most probable span of the recitation (lr "
                       f"{', '.join(rates)}, chosen on held-out)",
-            "hardware": f"{short_hardware(results['confidence_cpu_span']['hardware'])}, bf16",
+            "hardware": f"{short_hardware(results[source]['hardware'])}, bf16",
             "wall": "pretraining " + " / ".join(f"{m:.1f}" for m in made) + " min",
-            "dev": _seeds_cell(dev, [seed for seed, _ in runs]),
+            "dev": (_seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs]) if len(runs) > 1 else
+                    f"{score({**dev[0], 'correct': dev[0]['right']})}, seed {runs[0][0]}"),
             "how": "span-corruption-then-recite"}
-
-
-def _span_corruption_learned_rows(results: Results) -> list[dict]:
-    """Span corruption with learned positions, then `--recite True` with span answers (span_recite_epochs_cpu.json's
-    `learned_runs`, made by recite_recipe.py --pretraining faithful): a row per pretraining length, its seeds side by
-    side."""
-    data, rows = results["span_recite_epochs_cpu"], []
-    for epochs, seeds in sorted(data.get("learned_runs", {}).items(), key=lambda item: int(item[0])):
-        runs = sorted((int(seed), run) for seed, run in seeds.items())
-        rates = ", ".join(map(lr, sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})))
-        dev = [{**a, "correct": a["right"]} for a in (run["recite"]["final"]["dev"]["answers"] for _, run in runs)]
-        rows.append({"variant": "learned, 4 layers × 256 dims",
-                     "recipe": f"**span corruption** (`--preset cpu-fast`, {epochs} epochs), then **`--recite "
-                               "True`**, answering with the most probable span of the recitation (lr "
-                               f"{rates}, chosen on held-out)",
-                     "hardware": f"{short_hardware(data['hardware'])}, bf16",
-                     "wall": "pretraining " + " / ".join(f"{run['pretraining']['pretrain_seconds'] / 60:.1f}"
-                                                          for _, run in runs) + " min",
-                     "dev": (f"{score(dev[0])}, seed {runs[0][0]}" if len(runs) == 1 else
-                             _seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs])),
-                     "how": "span-corruption-then-recite"})
-    return rows
 
 
 def _chosen_dev(model: dict, found: dict) -> dict:
@@ -1384,6 +1364,21 @@ def span_seeds(data: dict) -> list[tuple[int, dict]]:
     return runs + sorted((int(seed), run) for seed, run in data.get("other_seeds", {}).items())
 
 
+SPAN_290 = ("rope", 290)  # confidence_cpu_span.json's group: the README's span-corruption-then-recite row
+
+
+def span_groups(results: Results) -> dict[tuple[str, int], list[tuple[int, dict]]]:
+    """Span corruption then recite on 2 CPU cores, by (positions, epochs), each group's seeds in order: rope at 290
+    epochs from confidence_cpu_span.json, the others from span_recite_epochs_cpu.json (`runs` rope, `learned_runs`
+    learned positions), every seed in the same shape."""
+    data = results["span_recite_epochs_cpu"]
+    groups = {SPAN_290: span_seeds(results["confidence_cpu_span"])}
+    for key, variant in (("runs", "rope"), ("learned_runs", "learned")):
+        for epochs, seeds in data.get(key, {}).items():
+            groups[(variant, int(epochs))] = sorted((int(seed), run) for seed, run in seeds.items())
+    return groups
+
+
 def span_recite(results: Results) -> str:
     """docs/results.md: span-corruption pretraining (the faithful objective) finetuned the reference way and to
     recite, per seed: what it stored, what each finetuning answers, and the held-out threshold on the final model."""
@@ -1410,15 +1405,9 @@ def span_recite(results: Results) -> str:
 
 def span_recite_epochs(results: Results) -> str:
     """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per position
-    variant and pretraining length, its seeds side by side (rope at 290 epochs from confidence_cpu_span.json, the
-    other runs from span_recite_epochs_cpu.json: `runs` rope, `learned_runs` learned positions, each seed in the same
-    shape), and how many of the places the pretrained model recalls (`reached`: probe_recall.py --predictions) each
-    finetuning answers."""
-    data = results["span_recite_epochs_cpu"]
-    groups = {("rope", 290): span_seeds(results["confidence_cpu_span"])}
-    for key, variant in (("runs", "rope"), ("learned_runs", "learned")):
-        for epochs, seeds in data.get(key, {}).items():
-            groups[(variant, int(epochs))] = sorted((int(seed), run) for seed, run in seeds.items())
+    variant and pretraining length (span_groups), its seeds side by side, and how many of the places the pretrained
+    model recalls (`reached`: probe_recall.py --predictions) each finetuning answers."""
+    groups = span_groups(results)
 
     def cell(values: list[float], seeds: list[int]) -> str:
         return _seeds_cell(values, seeds) if len(values) > 1 else pct(values[0])
