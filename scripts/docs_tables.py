@@ -1315,9 +1315,23 @@ def confidence_span(results: Results) -> str:
     stand-in for them: each held-out model (one per finetuning rate) and the final model, how well the answer's
     probability ranks and calibrates, grounding, and the threshold chosen on the 400 held-out questions."""
     data = results["confidence_cpu_span"]
+    return _confidence_stand_in(data["rates"], data["final"], data.get("recite"))
 
+
+def confidence_span_learned(results: Results) -> str:
+    """docs/confidence.md: the same measurements for the learned-positions span-corruption model (220 epochs; its
+    held-out models live in span_recite_epochs_cpu.json beside its final and reciting models)."""
+    run = results["span_recite_epochs_cpu"]["learned_runs"]["220"]["0"]
+    return _confidence_stand_in(run["confidence"]["rates"], run["final"], run["recite"])
+
+
+def _confidence_stand_in(rates: dict, final: dict, recite: dict | None) -> str:
+    """One stand-in's confidence table: the held-out models by rate, the final model at its rate's threshold, and
+    the reciting models (held-out, then final) when measured."""
     def at(point: dict | None) -> str:
-        return "none reaches 80%" if point is None else f"{pct(point['precision'])} / {pct(point['coverage'])}"
+        if point is None:
+            return "none reaches 80%"
+        return "none answered" if not point["answered"] else f"{pct(point['precision'])} / {pct(point['coverage'])}"
 
     def grounded_only(dev: dict) -> str:
         yes = dev["grounded"]["yes"]
@@ -1328,19 +1342,19 @@ def confidence_span(results: Results) -> str:
         return "—" if value is None else f"{value:.3f}" if value >= 1e-3 else f"{value:.1e}"
 
     rows = []
-    for rate, run in sorted(data["rates"].items(), key=lambda item: float(item[0])):
+    for rate, run in sorted(rates.items(), key=lambda item: float(item[0])):
         rows.append([f"held-out model, lr {lr(float(rate))}", pct(run["holdout"]["answers"]["accuracy"]),
                      pct(run["dev"]["answers"]["accuracy"]), *_ranking(run["dev"])[1:], grounded_only(run["dev"]),
                      threshold(run), at(run["chosen"]), f"**{at(run['dev_at_threshold'])}**",
                      at(run["grounded_only_rule"]["dev_at_threshold"])])
-    final, rate = data["final"], data["final"]["learning_rate"]
-    same = data["rates"][str(rate)]
+    rate = final["learning_rate"]
+    same = rates[str(rate)]
     rows.append([f"final model (all 2,000 questions), lr {lr(rate)}, at that rate's threshold", "—",
                  pct(final["dev"]["answers"]["accuracy"]), *_ranking(final["dev"])[1:], grounded_only(final["dev"]),
                  threshold(same), "—",
                  f"**{at(same['final_dev_at_threshold'])}**", "—"])
-    if "recite" in data:  # the same pretrained model finetuned to recite, answering with spans of the recitation
-        run = data["recite"]
+    if recite is not None:  # the same pretrained model finetuned to recite, answering with spans of the recitation
+        run = recite
         rows.append([f"held-out model, **`--recite True`**, span answers, lr {lr(run['chosen_learning_rate'])}",
                      pct(run["holdout"]["answers"]["accuracy"]), pct(run["dev"]["answers"]["accuracy"]),
                      *_ranking(run["dev"])[1:], grounded_only(run["dev"]), threshold(run), at(run["chosen"]),
@@ -1509,8 +1523,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
-    confidence_recite_grounded, confidence_h100, confidence_span, span_recite, span_recite_epochs, presets,
-    faithful_fast_path, confidence_faithful_h100)}
+    confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
+    span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -385,3 +385,18 @@ def test_the_faithful_models_confidence_table_reads_both_question_sets(tmp_path)
     assert held_out.startswith("| held-out (400 training questions) | 32.8% |") and "80.0% / 8.8% (28/35)" in held_out
     assert dev.endswith("| 66.6% / 12.5% (50/75) |") and "0.478 (0.325, 0.688)" in dev
     assert "threshold 0.500" in TABLES["confidence-faithful-h100"](Results(tmp_path / "results"))
+
+
+def test_the_learned_stand_ins_confidence_reads_its_own_held_out_models_and_names_an_empty_threshold(tmp_path):
+    """The learned stand-in's held-out models sit in its span_recite_epochs_cpu.json entry (`confidence`); a
+    threshold under which no dev question is answered reads 'none answered', not a 0.0% precision."""
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    path = tmp_path / "results" / "span_recite_epochs_cpu.json"
+    data = json.loads(path.read_text())
+    rates = data["learned_runs"]["220"]["0"]["confidence"]["rates"]
+    rates["0.0006"]["dev_at_threshold"].update(answered=0, right=0, coverage=0.0, precision=0.0)
+    rates["0.0006"]["holdout"]["answers"]["accuracy"] = 42.4
+    path.write_text(json.dumps(data))
+    row = next(line for line in TABLES["confidence-span-learned"](Results(tmp_path / "results")).splitlines()
+               if line.startswith("| held-out model, lr 6e-4 |"))
+    assert "| 42.4% |" in row and "| **none answered** |" in row
