@@ -5,19 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 from accelerate import Accelerator
 from transformers import PreTrainedModel
 
 from .arguments import TrainingArguments
 from .state import TrainResult
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 
 def plot_loss_curve(losses: list[tuple[int, float]], path: str | Path, title: str = "training loss") -> None:
     """The loss per step, with a moving mean once there are enough steps: how the run went, at a glance."""
+    import matplotlib  # here, not at the top: every training process would pay its import for one figure at the end
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     if losses:
         steps, values = zip(*losses, strict=True)
