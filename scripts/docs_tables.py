@@ -965,6 +965,32 @@ def readme_gpu(results: Results) -> str:
                   "steps/s", "vs today", f"{call['epochs']}-epoch pretraining (projected)"], rows)
 
 
+def gpu_flops(results: Results) -> str:
+    """The H100's step as arithmetic: a step's FLOPs (counted on a CPU, in proportion to its packed rows) times the
+    steps per second, against the card's peaks; then the rate the 60-second goal would need (issue 23)."""
+    count, peaks = results["step_ops_cpu"]["flops"], results["step_ops_cpu"]["gpu_peaks"]["H100 SXM"]
+    per_row = count["total_gflop_per_step"] / count["packed_rows"]
+    (call,) = results["bench_gpu_h100"]["calls"]
+    bench = next(r for r in call["rows"] if r["variant"] == "fast_compiled_all")
+    made = results["faithful_h100_fast_path"]["pretraining"]
+    goal = made["steps"] / 60
+
+    def row(what: str, rows: int, steps_per_s: float) -> list[str]:
+        tflops = per_row * rows * steps_per_s / 1e3
+        shares = [f"{100 * tflops / peaks[k]:.0f}%" for k in ("fp32_tflops", "tf32_tensor_dense_tflops")]
+        return [what, str(rows), f"{per_row * rows:.1f}", f"{steps_per_s:.1f}", f"{tflops:.1f}", *shares]
+
+    return table(["one H100 SXM, the faithful step", "packed rows", "GFLOP a step", "steps/s", "TFLOP/s",
+                  f"of the FP32 peak ({peaks['fp32_tflops']:g})",
+                  f"of the dense TF32 peak ({peaks['tf32_tensor_dense_tflops']:g})"],
+                 [row("`fast_compiled_all`, the benchmark's 250 timed steps", made["packed_rows"],
+                      bench["steps_per_s"]),
+                  row(f"the whole pretraining, {made['steps']:,} steps in {made['loop_seconds']} s",
+                      made["packed_rows"], made["steps"] / made["loop_seconds"]),
+                  row("the goal: the same steps in 60 s", made["packed_rows"], goal),
+                  row("the goal in the rows the batches needed at most", made["packed_rows_needed_at_most"], goal)])
+
+
 def bench_fast_path_cpu(results: Results) -> str:
     """Today's loop against the fast path on a CPU, run by run (rows compare within a run only)."""
     rows = []
@@ -1520,7 +1546,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_runs_fp32, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
+    cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
