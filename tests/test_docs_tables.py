@@ -402,19 +402,26 @@ def test_the_learned_stand_ins_confidence_reads_its_own_held_out_models_and_name
     assert "| 42.4% |" in row and "| **none answered** |" in row
 
 
-def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_goal(tmp_path):
+def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_goals(tmp_path):
     """gpu-flops: a step's FLOPs per packed row (counted on a CPU) times the H100 run's rows and steps per second,
-    against the card's peaks; the goal row needs the run's steps in 60 s, whatever the run measured."""
+    against the card's peaks; the goal rows need the run's steps in 60 s, and nine pretrainings (the three variants'
+    mean step) in 600 s, whatever the run measured."""
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     ops = json.loads((RESULTS / "step_ops_cpu.json").read_text())
-    ops["flops"].update(total_gflop_per_step=200.0, packed_rows=100)  # 2 GFLOP a row
+    rope, learned, synthesizer = ops["flops"]["runs"]
+    assert "rope" in " ".join(rope["flags"]) and "synthesizer" in " ".join(synthesizer["flags"])
+    rope.update(total_gflop_per_step=200.0, packed_rows=100)  # 2 GFLOP a row
+    learned.update(total_gflop_per_step=50.0, packed_rows=10)  # 5
+    synthesizer.update(total_gflop_per_step=20.0, packed_rows=10)  # 2
     ops["gpu_peaks"]["H100 SXM"].update(fp32_tflops=50.0, tf32_tensor_dense_tflops=500.0)
     (tmp_path / "results" / "step_ops_cpu.json").write_text(json.dumps(ops))
     fast = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
     fast["pretraining"].update(steps=12000, loop_seconds=120, packed_rows=90, packed_rows_needed_at_most=75)
     (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(fast))
-    _, whole, goal, needed = TABLES["gpu-flops"](Results(tmp_path / "results")).splitlines()[2:]
+    _, whole, goal, needed, reproduce = TABLES["gpu-flops"](Results(tmp_path / "results")).splitlines()[2:]
     # 90 rows x 2 GFLOP = 180 GFLOP a step; 100 steps/s = 18 TFLOP/s = 36% of 50 and 4% of 500
-    assert whole == "| the whole pretraining, 12,000 steps in 120 s | 90 | 180.0 | 100.0 | 18.0 | 36% | 4% |"
-    assert goal == "| the goal: the same steps in 60 s | 90 | 180.0 | 200.0 | 36.0 | 72% | 7% |"
-    assert needed.startswith("| the goal in the rows the batches needed at most | 75 | 150.0 | 200.0 | 30.0 | 60% |")
+    assert whole == "| the whole rope pretraining, 12,000 steps in 120 s | 90 | 180.0 | 100.0 | 18.0 | 36% | 4% |"
+    assert goal == "| goal: those steps in 60 s | 90 | 180.0 | 200.0 | 36.0 | 72% | 7% |"
+    assert needed.startswith("| goal, in the rows the batches needed at most | 75 | 150.0 | 200.0 | 30.0 | 60% |")
+    # nine pretrainings of 12,000 steps in 600 s: 180 steps/s of a mean (2 + 5 + 2) / 3 = 3 GFLOP a row, 90 rows
+    assert reproduce.endswith("| 90 | 270.0 | 180.0 | 48.6 | 97% | 10% |")
