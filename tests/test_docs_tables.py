@@ -418,10 +418,15 @@ def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_
     fast = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
     fast["pretraining"].update(steps=12000, loop_seconds=120, packed_rows=90, packed_rows_needed_at_most=75)
     (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(fast))
-    _, whole, goal, needed, reproduce = TABLES["gpu-flops"](Results(tmp_path / "results")).splitlines()[2:]
+    cpu = json.loads((RESULTS / "bench_fast_path_cpu.json").read_text())
+    (batch128,) = [r for r in cpu["packed_rows_used"]["rows"] if r["batch_size"] == 128]
+    batch128["mean_rows_used"] = 60.5
+    (tmp_path / "results" / "bench_fast_path_cpu.json").write_text(json.dumps(cpu))
+    _, whole, goal, needed, unpadded, reproduce = TABLES["gpu-flops"](Results(tmp_path / "results")).splitlines()[2:]
     # 90 rows x 2 GFLOP = 180 GFLOP a step; 100 steps/s = 18 TFLOP/s = 36% of 50 and 4% of 500
     assert whole == "| the whole rope pretraining, 12,000 steps in 120 s | 90 | 180.0 | 100.0 | 18.0 | 36% | 4% |"
     assert goal == "| goal: those steps in 60 s | 90 | 180.0 | 200.0 | 36.0 | 72% | 7% |"
     assert needed.startswith("| goal, in the rows the batches needed at most | 75 | 150.0 | 200.0 | 30.0 | 60% |")
+    assert unpadded.endswith("| 60.5 | 121.0 | 200.0 | 24.2 | 48% | 5% |")
     # nine pretrainings of 12,000 steps in 600 s: 180 steps/s of a mean (2 + 5 + 2) / 3 = 3 GFLOP a row, 90 rows
     assert reproduce.endswith("| 90 | 270.0 | 180.0 | 48.6 | 97% | 10% |")
