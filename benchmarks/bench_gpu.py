@@ -153,11 +153,13 @@ def _required(wiki: str | Path, output_dir: str | Path) -> list[str]:
 
 class StepClock:
     """What the loop does, recorded without changing it: the time of each loss read-back (a host sync, so every
-    step before it has finished) and each step's useful targets, counted on the device."""
+    step before it has finished), each step's useful targets, counted on the device, and the rows it computes (a
+    shape, known on the host: with the step's FLOPs per row, benchmarks/bench_step_ops.py, its arithmetic rate)."""
 
     def __init__(self) -> None:
         self.read_backs: list[tuple[int, float]] = []  # (step whose forward pass was just read back, time)
         self.useful: list[torch.Tensor] = []  # non-PAD targets of step i + 1, on the device
+        self.rows: list[int] = []  # rows of step i + 1's batches, every member's
 
     @contextmanager
     def watching(self) -> Iterator[None]:
@@ -171,6 +173,7 @@ class StepClock:
             for batch in epoch_batches(*args, **kwargs):
                 members = batch.get("batches", [batch])  # --seeds: every member's batch of this step
                 self.useful.append(sum((b["labels"][:, 1:] != IGNORE_INDEX).sum() for b in members))  # shifted
+                self.rows.append(sum(b["input_ids"].shape[0] for b in members))
                 yield batch
 
         with mock.patch.object(LossWindow, "read_back", timed_read_back), \
@@ -281,6 +284,7 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
     useful = torch.stack(clock.useful).tolist() if clock.useful else []
     # Between the read-backs (each after a forward pass): steps first+1 .. last, i.e. batches first .. last-1.
     useful_timed = sum(useful[first[0]:last[0]])
+    rows_timed = clock.rows[first[0]:last[0]]
     losses = [loss for _, loss in members[0]["losses"]]  # the first member's (--seed's, or the first of --seeds)
     tail = losses[-max(1, len(losses) // 10):]
     utilisation, samples = sampler.mean(first[1], last[1])
@@ -291,6 +295,7 @@ def run_variant(name: str, what: str, flags: list[str], opts: argparse.Namespace
             1 for step, _ in points if first[0] < step <= last[0]),
         "steps_per_s": round(rate, 2), "useful_tokens_timed": useful_timed,
         "useful_tokens_per_s": round(useful_timed / seconds),
+        "rows_per_step_mean": round(statistics.mean(rows_timed), 2),
         "gpu_utilization_percent": utilisation, "gpu_utilization_samples": samples,
         "gpu_utilization_note": sampler.unavailable,
         "peak_memory_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None,

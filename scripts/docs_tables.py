@@ -994,7 +994,8 @@ def gpu_flops(results: Results) -> str:
     return table(["one H100 SXM, the faithful step", "packed rows", "GFLOP a step", "steps/s", "TFLOP/s",
                   f"of the FP32 peak ({peaks['fp32_tflops']:g})",
                   f"of the dense TF32 peak ({peaks['tf32_tensor_dense_tflops']:g})"],
-                 [row("`fast_compiled_all` (rope), the benchmark's 250 timed steps", rope, rows, bench["steps_per_s"]),
+                 [row(f"`fast_compiled_all` (rope), the benchmark's {bench['steps_timed']} timed steps", rope,
+                      bench.get("rows_per_step_mean", rows), bench["steps_per_s"]),  # rows: recorded since 2026-11-27
                   row(f"the whole rope pretraining, {made['steps']:,} steps in {made['loop_seconds']} s", rope, rows,
                       made["steps"] / made["loop_seconds"]),
                   row("goal: those steps in 60 s", rope, rows, goal),

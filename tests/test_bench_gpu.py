@@ -79,6 +79,9 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
         assert row["gpu_utilization_percent"] is None and row["peak_memory_mib"] is None  # not measured on a CPU
         assert row["projected_full_pretraining_s"] > row["seconds_before_window"]
         assert 0 < row["useful_tokens_timed"] <= row["steps_timed"] * BATCH * (BLOCK - 1)
+        # packed: fewer rows than examples, and enough rows for the useful targets
+        assert row["useful_tokens_timed"] / (BLOCK - 1) <= row["steps_timed"] * row["rows_per_step_mean"]
+        assert 0 < row["rows_per_step_mean"] <= BATCH * row["members"]
         saved = ["seed-0", "seed-1"] if row["variant"] == "pair" else ["."]
         assert all((tmp_path / "runs" / row["variant"] / d / "model.safetensors").is_file() for d in saved)
     # On a CPU every step is read back (its default and --sync_steps 1): timed from step 2 to 6. Read back every
@@ -94,6 +97,8 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
     assert rows["pair"]["useful_tokens_timed"] == rows["fast"]["useful_tokens_timed"] + rows["seed1"][
         "useful_tokens_timed"] != 2 * rows["fast"]["useful_tokens_timed"]
     assert rows["pair"]["loss_tail_mean"] == pytest.approx(rows["fast"]["loss_tail_mean"], abs=1e-4)
+    assert rows["pair"]["rows_per_step_mean"] == rows["fast"]["rows_per_step_mean"] + rows["seed1"][
+        "rows_per_step_mean"]
     line = next(r for r in bench.table(result["rows"]).splitlines() if r.startswith("| pair (2 models) |"))
     ratio = 2 * rows["pair"]["steps_per_s"] / rows["today"]["steps_per_s"]
     assert line.split(" | ")[3] == f"×{ratio:.2f}"

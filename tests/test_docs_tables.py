@@ -422,7 +422,13 @@ def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_
     (batch128,) = [r for r in cpu["packed_rows_used"]["rows"] if r["batch_size"] == 128]
     batch128["mean_rows_used"] = 60.5
     (tmp_path / "results" / "bench_fast_path_cpu.json").write_text(json.dumps(cpu))
-    _, whole, goal, needed, unpadded, reproduce = TABLES["gpu-flops"](Results(tmp_path / "results")).splitlines()[2:]
+    bench = json.loads((RESULTS / "bench_gpu_h100.json").read_text())
+    (compiled,) = [r for r in bench["calls"][0]["rows"] if r["variant"] == "fast_compiled_all"]
+    compiled.update(steps_timed=200, steps_per_s=50.0, rows_per_step_mean=80.0)  # a benchmark that counted its rows
+    (tmp_path / "results" / "bench_gpu_h100.json").write_text(json.dumps(bench))
+    benchmark, whole, goal, needed, unpadded, reproduce = TABLES["gpu-flops"](
+        Results(tmp_path / "results")).splitlines()[2:]
+    assert benchmark.endswith("the benchmark's 200 timed steps | 80 | 160.0 | 50.0 | 8.0 | 16% | 2% |")
     # 90 rows x 2 GFLOP = 180 GFLOP a step; 100 steps/s = 18 TFLOP/s = 36% of 50 and 4% of 500
     assert whole == "| the whole rope pretraining, 12,000 steps in 120 s | 90 | 180.0 | 100.0 | 18.0 | 36% | 4% |"
     assert goal == "| goal: those steps in 60 s | 90 | 180.0 | 200.0 | 36.0 | 72% | 7% |"
