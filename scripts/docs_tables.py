@@ -972,10 +972,13 @@ def gpu_flops(results: Results) -> str:
     its 10 minutes, with nothing else."""
     count, peaks = results["step_ops_cpu"]["flops"], results["step_ops_cpu"]["gpu_peaks"]["H100 SXM"]
 
-    def per_row(variant: str) -> float:
-        """GFLOP a packed row of the counted run of `variant`: rope, synthesizer, or learned (neither flag)."""
-        (run,) = [r for r in count["runs"] if variant == next((v for v in ("rope", "synthesizer") if v in r["flags"]),
-                                                             "learned")]
+    def variant(run: dict) -> str:
+        """rope, synthesizer, or learned (the default positions and attention: neither flag)."""
+        return next((name for name in ("rope", "synthesizer") if name in run["flags"]), "learned")
+
+    def per_row(name: str) -> float:
+        """GFLOP a packed row of the counted run of variant `name`."""
+        (run,) = [r for r in count["runs"] if variant(r) == name]
         return run["total_gflop_per_step"] / run["packed_rows"]
 
     rope, learned, synthesizer = per_row("rope"), per_row("learned"), per_row("synthesizer")
