@@ -24,6 +24,7 @@ import torch
 
 import evaluate_birthplace
 from evaluation.record_files import file_lines
+from training.checkpoints import TRAINER_STATE, find_latest_checkpoint
 from training.cli import UsageError, check_flags, run_logged
 from training.files import atomic_write_json, atomic_write_text
 
@@ -73,10 +74,11 @@ def fast_path_on(mode: str) -> bool:
     return mode == "on" or (mode == "auto" and cuda_available())
 
 
-def run(cmd: list[str], log_path: Path) -> float:
-    """Run one stage, teeing nothing to the console but a line; its whole output goes to a log file."""
+def run(cmd: list[str], log_path: Path, append: bool = False) -> float:
+    """Run one stage, teeing nothing to the console but a line; its whole output goes to a log file (after what it
+    holds where `append`: a resumed stage's log keeps its earlier processes)."""
     start = time.perf_counter()
-    with open(log_path, "w") as log:
+    with open(log_path, "a" if append else "w") as log:
         proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
     check_stage(proc.returncode, shlex.join(cmd), log_path)
@@ -100,6 +102,26 @@ def launch(script: str, args: list[str], threads: int) -> list[str]:
     OMP_NUM_THREADS that `accelerate launch --num_cpu_threads_per_process` sets; a single process needs nothing else
     from the launcher, whose own start-up took 3 s a stage)."""
     return ["env", f"OMP_NUM_THREADS={threads}", sys.executable, str(ROOT / script), *args]
+
+
+def pretrain(opts: argparse.Namespace, args: list[str], folder: Path, log: Path,
+             members: Sequence[int] = ()) -> tuple[float, dict]:
+    """One pretraining process into `folder` (`members`: the seeds of a --seeds run, each saved in seed-S); its
+    seconds, and for the rows what `--resume` did. With --resume, a pretraining that finished is kept and one stopped
+    with a checkpoint (Ctrl-C, a crash, a session's end) continues from its latest; both report the seconds its
+    train_results.json counts (every process's, start-ups left out)."""
+    finals = [folder / f"seed-{seed}" for seed in members] or [folder]
+    if opts.resume and all((final / "train_results.json").is_file() for final in finals):
+        print(f"[{opts.recipe}] {folder.name}: finished before, kept (--resume)", flush=True)
+        return json.loads((finals[0] / "train_results.json").read_text())["train_seconds"], {"pretrain_kept": True}
+    latest = find_latest_checkpoint(str(folder)) if opts.resume else None
+    if latest is None:
+        return run(launch("train_pretrain.py", args, opts.threads), log), {}
+    step = json.loads((latest / TRAINER_STATE).read_text())["global_step"]
+    print(f"[{opts.recipe}] {folder.name}: resumed from step {step:,}", flush=True)
+    run(launch("train_pretrain.py", [*args, "--resume_from_checkpoint", "latest"], opts.threads), log, append=True)
+    seconds = json.loads((finals[0] / "train_results.json").read_text())["train_seconds"]
+    return seconds, {"pretrain_resumed_from_step": step}
 
 
 def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, seed: int, flags: list[str],
@@ -186,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "evaluated (one run gives several points of an accuracy-vs-compute curve).")
     parser.add_argument("--skip_baselines", action="store_true",
                         help="Only the pretrained variants (no London baseline, no finetuning from scratch).")
+    parser.add_argument("--resume", action="store_true",
+                        help="Go on with a stopped run in the same --out_dir: each pretraining that finished is kept, "
+                        "one stopped with a checkpoint (Ctrl-C, a crash, a session's end) continues from its latest "
+                        "(every 500 steps by default), and the other stages run again.")
     parser.add_argument("--fast_path", default="auto", choices=["auto", "on", "off"],
                         help="The GPU fast path (pretraining " + " ".join(FAST_PATH["pretrain"]) + "; several "
                         "seeds pretrain, then finetune, in one --seeds process each): 'auto' = on a CUDA device "
@@ -235,20 +261,22 @@ def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
 
 
 def pretrain_together(opts: argparse.Namespace, wiki: Path, out: Path, name: str, flags: list[str],
-                      seeds: list[int]) -> dict[int, tuple[Path, float]]:
+                      seeds: list[int]) -> dict[int, tuple[Path, float, dict]]:
     """Where `seeds_together`: one `--seeds` pretraining of variant `name` (its `flags`) into OUT/NAME-pretrain/seed-S;
-    each seed's folder and an even share of the process's seconds. Elsewhere nothing: each seed pretrains alone."""
+    each seed's folder, an even share of the process's seconds and what `--resume` did. Elsewhere nothing: each seed
+    pretrains alone."""
     if not seeds_together(opts):
         return {}
     print(f"[{opts.recipe}] {name}: pretrain seeds {opts.seeds} in one process", flush=True)
     folder = out / f"{name}-pretrain"
-    seconds = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir", str(folder),
-                                               *flags], opts.threads), out / f"{name}-pretrain.log")
-    return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
+    seconds, resumed = pretrain(opts, ["--pretrain_corpus_path", str(wiki), "--output_dir", str(folder), *flags],
+                                folder, out / f"{name}-pretrain.log", seeds)
+    return {seed: (folder / f"seed-{seed}", seconds / len(seeds), resumed) for seed in seeds}
 
 
 def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path, name: str,
-                      pretrained: dict[int, tuple[Path, float]], flags: list[str]) -> dict[int, tuple[Path, float]]:
+                      pretrained: dict[int, tuple[Path, float, dict]],
+                      flags: list[str]) -> dict[int, tuple[Path, float]]:
     """After `pretrain_together`: one `--seeds` finetuning of its members (each from its own seed-S folder) into
     OUT/NAME-finetune/seed-S; each seed's folder and an even share of the seconds. Elsewhere nothing."""
     if not pretrained:
@@ -256,7 +284,7 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
     seeds = list(pretrained)
     print(f"[{opts.recipe}] {name}: finetune seeds {opts.seeds} in one process", flush=True)
     folder = out / f"{name}-finetune"
-    (source,) = {path.parent for path, _ in pretrained.values()}
+    (source,) = {path.parent for path, *_ in pretrained.values()}
     seconds = run(launch("train_finetune.py", [
         "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path", str(source),
         "--output_dir", str(folder), *seed_flags(opts), "--disable_tqdm", "True",
@@ -338,11 +366,11 @@ def main() -> None:
                       f"pretrain -> finetune -> evaluate (progress: {out / name}-*.log)")
             print(f"[{opts.recipe}] {name}: {stages}", flush=True)
             shape = [*variant, "--seed", str(seed), "--disable_tqdm", "True"]
-            pre_dir, t_pre = together.get(seed, (out / f"{name}-pretrain", None))
+            pre_dir, t_pre, resumed = together.get(seed, (out / f"{name}-pretrain", None, {}))
             if t_pre is None:
-                t_pre = run(launch("train_pretrain.py", ["--pretrain_corpus_path", str(wiki), "--output_dir",
-                                                         str(pre_dir), *shape, *pretrain_flags, *extra], opts.threads),
-                            out / f"{name}-pretrain.log")
+                args = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(pre_dir), *shape, *pretrain_flags,
+                        *extra]
+                t_pre, resumed = pretrain(opts, args, pre_dir, out / f"{name}-pretrain.log")
 
             def finetune(model_dir: Path, tag: str, seed: int = seed) -> tuple[Path, float]:
                 fin_dir = out / f"{tag}-finetune"
@@ -354,7 +382,7 @@ def main() -> None:
             epochs = json.loads((pre_dir / "train_results.json").read_text())["epoch"]
             row = {"name": name, "position": position, "attention": attention, "seed": seed,
                    "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
-                   "train_seconds": round(t_pre + t_fin, 1),
+                   "train_seconds": round(t_pre + t_fin, 1), **resumed,
                    **({"pretrained_with_seeds": opts.seeds} if together else {}),
                    **({"finetuned_with_seeds": opts.seeds} if seed in finetuned else {}),
                    "dev": evaluate(fin_dir, dev, out / f"{name}.dev.predictions", out / f"{name}.dev.log")}

@@ -438,6 +438,46 @@ def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch)
     assert first_launch(cuda=False, mode="on") == fast
 
 
+def test_resume_keeps_a_finished_pretraining_and_continues_a_stopped_one(tmp_path, monkeypatch):
+    """`run_experiments.py --resume` (`make reproduce RESUME=1`): a 650-epoch CPU pretraining takes hours, so a
+    session's end or a crash must not cost the steps already checkpointed."""
+    experiments = _load_script("run_experiments")
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=20, n_train=10, n_dev=5, n_test=5, seed=0)
+    folder, log = tmp_path / "learned-causal-seed0-pretrain", tmp_path / "learned-causal-seed0-pretrain.log"
+    args = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(folder), "--n_layer", "1",
+            "--n_head", "2", "--n_embd", "16", "--block_size", "64", "--per_device_train_batch_size", "4",
+            "--disable_tqdm", "True", "--report_to", "none", "--checkpointing_steps", "3"]
+    opts = experiments.build_parser().parse_args(["--data_dir", str(world), "--out_dir", str(tmp_path), "--resume",
+                                                  "--threads", "1"])
+    # a run stopped at its step-3 checkpoint: what Ctrl-C or the end of a session leaves (the checkpoint, no model)
+    experiments.run(experiments.launch("train_pretrain.py", [*args, "--max_steps", "3"], 1), log)
+    for name in ("train_results.json", "model.safetensors", "config.json"):
+        (folder / name).unlink()
+    checkpoint = json.loads((folder / "checkpoints" / "step-00000003" / "trainer_state.json").read_text())
+    first_log = log.read_text()
+    seconds, resumed = experiments.pretrain(opts, [*args, "--max_steps", "6"], folder, log)
+    assert resumed == {"pretrain_resumed_from_step": 3}
+    finished = json.loads((folder / "train_results.json").read_text())
+    assert finished["global_step"] == 6 and [step for step, _ in finished["losses"]] == list(range(1, 7))
+    assert seconds == finished["train_seconds"] >= checkpoint["train_seconds"] > 0  # both processes' seconds
+    text = log.read_text()
+    assert text.startswith(first_log) and "resumed from" in text[len(first_log):]  # the log goes on after the first
+
+    def no_run(cmd: list[str], log: Path, append: bool = False) -> float:
+        raise AssertionError(f"ran {cmd}")
+
+    monkeypatch.setattr(experiments, "run", no_run)
+    assert experiments.pretrain(opts, [*args, "--max_steps", "6"], folder, log) == (seconds, {"pretrain_kept": True})
+    opts.resume = False  # without --resume a stage always runs, as before
+    with pytest.raises(AssertionError, match="ran "):
+        experiments.pretrain(opts, args, folder, log)
+    assert "--resume" in run_ok(["make", "-n", "reproduce", "DATA=d", "RESUME=1"])
+    assert "--resume" not in run_ok(["make", "-n", "reproduce", "DATA=d"])
+
+
 def test_make_recite_passes_the_model_width_only_when_given():
     """`make recite N_EMBD=256` is the reference-size row's command (docs/reproduce.md)."""
     def planned(*variables: str) -> str:

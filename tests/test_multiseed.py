@@ -287,7 +287,7 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
     flags, together, finetuned = plan("0,1", cuda=True)
     assert flags[:4] == ["--device_data", "True", "--seeds", "0,1"]
     folder = tmp_path / "rope-causal-seeds-pretrain"
-    assert together == {0: (folder / "seed-0", 6.0), 1: (folder / "seed-1", 6.0)}  # the 12 s shared
+    assert together == {0: (folder / "seed-0", 6.0, {}), 1: (folder / "seed-1", 6.0, {})}  # the 12 s shared
     tuned = tmp_path / "rope-causal-seeds-finetune"
     assert finetuned == {0: (tuned / "seed-0", 6.0), 1: (tuned / "seed-1", 6.0)}
     (cmd, log), (tune_cmd, tune_log) = calls

@@ -168,10 +168,17 @@ def test_full_epochs_are_counted_and_the_final_checkpoint_resumes_to_nothing(tmp
                    tokens_per_example=31)
     assert (result.global_step, result.epoch) == (6, 2.0)  # 3 batches (4+4+2) per epoch
     assert json.loads((tmp_path / "train_results.json").read_text())["epoch"] == 2.0
+    # the checkpoint keeps the seconds trained, so a run resumed in a later process reports its whole training
+    state_file = tmp_path / "checkpoints" / "step-00000006" / "trainer_state.json"
+    saved = json.loads(state_file.read_text())
+    assert result.train_seconds - 1e-3 <= saved["train_seconds"] < result.train_seconds + 5
+    state_file.write_text(json.dumps({**saved, "train_seconds": 1000.0}))  # as if it had trained for 1000 s
     args.resume_from_checkpoint = "latest"
     again = train(make_accelerator(args), _tiny_model(), tok, data, collate, args, final_tokens=10_000,
                   tokens_per_example=31)
     assert (again.global_step, again.epoch) == (6, 2.0) and len(again.losses) == 6
+    assert 1000 <= again.train_seconds < 1060
+    assert json.loads((tmp_path / "train_results.json").read_text())["train_seconds"] == round(again.train_seconds, 1)
 
 
 def test_cpu_training_flushes_subnormals(tmp_path):

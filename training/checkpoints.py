@@ -54,6 +54,7 @@ def save_checkpoint(
     if accelerator.is_main_process:
         trainer_state = {"global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
                          "schedule": schedule.state_dict(), "losses": state.losses,
+                         "train_seconds": round(state.train_seconds, 3),
                          **({"seeds": state.seeds} if state.seeds is not None else {}),
                          **({"stack_seeds": True} if state.stacked else {})}
         atomic_write_json(tmp / TRAINER_STATE, trainer_state, indent=None)
@@ -86,4 +87,5 @@ def load_checkpoint(
     accelerator.load_state(str(path))
     schedule.load_state_dict(saved["schedule"])
     return TrainState(saved["global_step"], saved["epoch"], saved["step_in_epoch"],
-                      [tuple(x) for x in saved["losses"]], seeds=seeds, stacked=stacked)
+                      [tuple(x) for x in saved["losses"]], seeds=seeds, stacked=stacked,
+                      train_seconds=saved.get("train_seconds", 0.0))  # older checkpoints did not count them

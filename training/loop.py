@@ -175,6 +175,10 @@ def train(
     seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in member order
     clip = _clipper(accelerator, model, args.max_grad_norm)
     state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds)
+    seconds_before = state.train_seconds  # a resumed run's seconds count its earlier processes too
+
+    def seconds() -> float:
+        return seconds_before + time.perf_counter() - start
     total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card, seeds)
@@ -190,6 +194,7 @@ def train(
 
     def checkpoint() -> os.PathLike:
         flush()
+        state.train_seconds = seconds()
         return save()
 
     model.train()
@@ -217,7 +222,7 @@ def train(
                 state.end_epoch()
                 if state.epoch in save_epochs:
                     flush()
-                    save_snapshot(accelerator, model, tokenizer, args.output_dir, state, time.perf_counter() - start)
+                    save_snapshot(accelerator, model, tokenizer, args.output_dir, state, seconds())
     except KeyboardInterrupt:
         interrupted = True
         window.drop_after(state.global_step)  # a second Ctrl-C can land inside a step not counted yet
@@ -234,7 +239,7 @@ def train(
     progress.close()
     epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_in(state.epoch)), 3)
     result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses,
-                         time.perf_counter() - start, interrupted)
+                         seconds(), interrupted)
     if not interrupted:
         if args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps != 0:
             checkpoint()

@@ -19,6 +19,7 @@ class TrainState:
     last_loss: Loss = math.nan
     seeds: list[int] | None = None  # a `--seeds` run's, so that a checkpoint resumes only the run that wrote it
     stacked: bool = False  # whether they are stacked (`--stack_seeds`): its checkpoints hold stacked tensors
+    train_seconds: float = 0.0  # seconds trained up to the last save, every process before this one's included
 
     def advance(self) -> None:
         """Count one optimizer step (its loss is recorded when it is read back from the device)."""
