@@ -33,7 +33,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from probe_recall import probe
 from run_experiments import check_stage_flags
 
 from evaluation.record_files import read_records
+from training.cli import run_to_end
 from training.files import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,7 +318,9 @@ def main() -> None:
     for i, cmd in enumerate(cmds):
         cmds[i] = cmd = resolve(opts, cmd)
         print(f"[recite {i + 1}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
-        status = subprocess.run([sys.executable, str(ROOT / cmd[1]), *cmd[2:]]).returncode
+        status, interrupted = run_to_end([sys.executable, str(ROOT / cmd[1]), *cmd[2:]])
+        if interrupted:
+            sys.exit(f"interrupted: step {i + 1} of {len(cmds)} ({cmd[1]}) stopped with exit status {status}")
         if status != 0:
             sys.exit(f"error: step {i + 1} of {len(cmds)} failed (exit status {status}): {cmd[1]}")
     summary = summarise(opts, cmds)

@@ -25,7 +25,7 @@ import torch
 import evaluate_birthplace
 from evaluation.record_files import file_lines
 from training.checkpoints import TRAINER_STATE, find_latest_checkpoint
-from training.cli import UsageError, check_flags, run_logged
+from training.cli import UsageError, check_flags, run_logged, run_to_end
 from training.files import atomic_write_json, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,9 +79,12 @@ def run(cmd: list[str], log_path: Path, append: bool = False) -> float:
     holds where `append`: a resumed stage's log keeps its earlier processes)."""
     start = time.perf_counter()
     with open(log_path, "a" if append else "w") as log:
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        status, interrupted = run_to_end(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
-    check_stage(proc.returncode, shlex.join(cmd), log_path)
+    if interrupted:
+        sys.exit(f"interrupted: the stage stopped with exit status {status}, a training stage after saving a "
+                 f"checkpoint (log: {log_path})")
+    check_stage(status, shlex.join(cmd), log_path)
     return seconds
 
 

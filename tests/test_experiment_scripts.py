@@ -6,8 +6,11 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -476,6 +479,43 @@ def test_resume_keeps_a_finished_pretraining_and_continues_a_stopped_one(tmp_pat
         experiments.pretrain(opts, args, folder, log)
     assert "--resume" in run_ok(["make", "-n", "reproduce", "DATA=d", "RESUME=1"])
     assert "--resume" not in run_ok(["make", "-n", "reproduce", "DATA=d"])
+
+
+def test_ctrl_c_lets_the_stage_save_its_checkpoint_before_the_run_stops(tmp_path):
+    """Ctrl-C reaches the driver and its stage alike (one process group); the training stage finishes its step and
+    saves a checkpoint, which takes seconds: the driver waits for it (subprocess.run killed it after 0.25 s) and
+    then stops with one line."""
+    stage = tmp_path / "stage.py"
+    stage.write_text(textwrap.dedent(f"""\
+        import pathlib, signal, sys, time
+        out = pathlib.Path({str(tmp_path)!r})
+        def save_and_stop(*_):
+            time.sleep(1.5)  # the step in flight and the checkpoint
+            (out / "saved").write_text("yes")
+            sys.exit(130)
+        signal.signal(signal.SIGINT, save_and_stop)
+        (out / "ready").write_text("yes")
+        time.sleep(60)
+        """))
+    driver = (f"import pathlib, sys, run_experiments; run_experiments.run([sys.executable, {str(stage)!r}], "
+              f"pathlib.Path({str(tmp_path / 'stage.log')!r}))")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), str(ROOT)])}
+    proc = subprocess.Popen([sys.executable, "-c", driver], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a terminal's foreground job
+    try:
+        deadline = time.time() + 120
+        while not (tmp_path / "ready").exists():
+            assert proc.poll() is None and time.time() < deadline, "the stage never started"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert (tmp_path / "saved").read_text() == "yes"
+    assert proc.returncode == 1 and stderr.strip().splitlines() == [
+        f"interrupted: the stage stopped with exit status 130, a training stage after saving a checkpoint "
+        f"(log: {tmp_path / 'stage.log'})"]
 
 
 def test_make_recite_passes_the_model_width_only_when_given():

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging as std_logging
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import redirect_stderr, redirect_stdout
@@ -113,6 +114,18 @@ def _exit_status(main: Callable[[Sequence[str] | None], int | None], argv: Seque
             raise
         print(f"error: {err}", file=sys.stderr)
         return 1
+
+
+def run_to_end(cmd: Sequence[str], **popen: Any) -> tuple[int, bool]:
+    """Run a stage's process to its end, even through Ctrl-C: its exit status, and whether Ctrl-C came. The stage shares
+    the terminal's process group, so it has the Ctrl-C too: a training script finishes its step, saves a checkpoint
+    and exits 130. (`subprocess.run` kills it 0.25 s after a Ctrl-C, mid-save: the steps since the last checkpoint
+    were lost.) A second Ctrl-C stops the training at once, as it does without a driver."""
+    with subprocess.Popen(cmd, **popen) as proc:
+        try:
+            return proc.wait(), False
+        except KeyboardInterrupt:
+            return proc.wait(), True
 
 
 def run_logged(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str], log_path: str | Path) -> int:
