@@ -82,8 +82,8 @@ def run(cmd: list[str], log_path: Path, append: bool = False) -> float:
         status, interrupted = run_to_end(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
     if interrupted:
-        sys.exit(f"interrupted: the stage stopped with exit status {status}, a training stage after saving a "
-                 f"checkpoint (log: {log_path})")
+        sys.exit(f"interrupted: the stage stopped with exit status {status} (a training stage saves a checkpoint "
+                 f"first); log: {log_path}")
     check_stage(status, shlex.join(cmd), log_path)
     return seconds
 

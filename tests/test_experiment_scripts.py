@@ -514,8 +514,8 @@ def test_ctrl_c_lets_the_stage_save_its_checkpoint_before_the_run_stops(tmp_path
             os.killpg(proc.pid, signal.SIGKILL)
     assert (tmp_path / "saved").read_text() == "yes"
     assert proc.returncode == 1 and stderr.strip().splitlines() == [
-        f"interrupted: the stage stopped with exit status 130, a training stage after saving a checkpoint "
-        f"(log: {tmp_path / 'stage.log'})"]
+        f"interrupted: the stage stopped with exit status 130 (a training stage saves a checkpoint first); "
+        f"log: {tmp_path / 'stage.log'}"]
 
 
 def test_make_recite_passes_the_model_width_only_when_given():

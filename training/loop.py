@@ -179,6 +179,7 @@ def train(
 
     def seconds() -> float:
         return seconds_before + time.perf_counter() - start
+
     total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card, seeds)
