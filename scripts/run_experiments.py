@@ -113,18 +113,20 @@ def pretrain(opts: argparse.Namespace, args: list[str], folder: Path, log: Path,
     seconds, and for the rows what `--resume` did. With --resume, a pretraining that finished is kept and one stopped
     with a checkpoint (Ctrl-C, a crash, a session's end) continues from its latest; both report the seconds its
     train_results.json counts (every process's, start-ups left out)."""
-    finals = [folder / f"seed-{seed}" for seed in members] or [folder]
-    if opts.resume and all((final / "train_results.json").is_file() for final in finals):
+    results = [folder / f"seed-{seed}" / "train_results.json" for seed in members] or [folder / "train_results.json"]
+    kept = opts.resume and all(path.is_file() for path in results)
+    latest = find_latest_checkpoint(str(folder)) if opts.resume and not kept else None
+    if kept:
         print(f"[{opts.recipe}] {folder.name}: finished before, kept (--resume)", flush=True)
-        return json.loads((finals[0] / "train_results.json").read_text())["train_seconds"], {"pretrain_kept": True}
-    latest = find_latest_checkpoint(str(folder)) if opts.resume else None
-    if latest is None:
+        note = {"pretrain_kept": True}
+    elif latest is None:
         return run(launch("train_pretrain.py", args, opts.threads), log), {}
-    step = json.loads((latest / TRAINER_STATE).read_text())["global_step"]
-    print(f"[{opts.recipe}] {folder.name}: resumed from step {step:,}", flush=True)
-    run(launch("train_pretrain.py", [*args, "--resume_from_checkpoint", "latest"], opts.threads), log, append=True)
-    seconds = json.loads((finals[0] / "train_results.json").read_text())["train_seconds"]
-    return seconds, {"pretrain_resumed_from_step": step}
+    else:
+        step = json.loads((latest / TRAINER_STATE).read_text())["global_step"]
+        print(f"[{opts.recipe}] {folder.name}: resumed from step {step:,}", flush=True)
+        run(launch("train_pretrain.py", [*args, "--resume_from_checkpoint", "latest"], opts.threads), log, append=True)
+        note = {"pretrain_resumed_from_step": step}
+    return json.loads(results[0].read_text())["train_seconds"], note
 
 
 def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, seed: int, flags: list[str],
