@@ -500,8 +500,11 @@ def test_ctrl_c_lets_the_stage_save_its_checkpoint_before_the_run_stops(tmp_path
     driver = (f"import pathlib, sys, run_experiments; run_experiments.run([sys.executable, {str(stage)!r}], "
               f"pathlib.Path({str(tmp_path / 'stage.log')!r}))")
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), str(ROOT)])}
+    # Its own process group, as a terminal's foreground job, with Ctrl-C's default action: a shell without job
+    # control starts background commands (`.ci/run &`) with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt.
     proc = subprocess.Popen([sys.executable, "-c", driver], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group, as a terminal's foreground job
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while not (tmp_path / "ready").exists():
