@@ -1,11 +1,20 @@
-"""Running the scripts as real processes, several at once: most of a tiny run's time is importing torch and
-transformers on one core, so independent launches side by side take about half the time on two cores."""
+"""Running the scripts as real processes, several at once (most of a tiny run's time is importing torch and
+transformers on one core, so independent launches side by side take about half the time on two cores), or, where
+the process is not what a test checks, in the test's own process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import runpy
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_concurrently(cmds: list[list[str]], **kwargs) -> list[subprocess.CompletedProcess]:
@@ -14,3 +23,28 @@ def run_concurrently(cmds: list[list[str]], **kwargs) -> list[subprocess.Complet
     kwargs = {"capture_output": True, "text": True, "timeout": 300, **kwargs}
     with ThreadPoolExecutor(max_workers=min(len(cmds), os.cpu_count() or 1)) as pool:
         return list(pool.map(lambda cmd: subprocess.run(cmd, **kwargs), cmds))
+
+
+def run_script(path: str | os.PathLike, argv: list[str]) -> int:
+    """`python path *argv` run in this process, from the repository root: the exit status the shell would see (a
+    `sys.exit("message")` prints its message to stderr and gives 1, as the interpreter does); the output is left to
+    capsys. For the tests of a script's bad input, where starting an interpreter (importing torch and transformers:
+    about 10 s on 2 cores) is not what they check; tests/test_user_errors.py keeps real processes for that. The
+    script sees its own folder first on sys.path, as `python path` gives it; sys.argv, sys.path, the working folder,
+    torch's threads and its random state are restored afterwards (a benchmark sets both before it reads its data)."""
+    script = ROOT / path
+    saved_argv, saved_path, threads = sys.argv, list(sys.path), torch.get_num_threads()
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    try:
+        with contextlib.chdir(ROOT), torch.random.fork_rng():
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        torch.set_num_threads(threads)
+    return 0

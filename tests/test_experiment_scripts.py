@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import run_concurrently
+from processes import run_concurrently, run_script
 
 import train_pretrain
 from data_scripts import write_synthetic_corpus
@@ -159,13 +159,11 @@ def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
         assert message in proc.stderr
 
 
-def test_benchmarks_report_a_missing_data_dir_in_one_line(tmp_path):
-    benches = ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"]
-    procs = run_concurrently([[sys.executable, f"benchmarks/{bench}.py", "--data_dir", str(tmp_path / "nowhere")]
-                              for bench in benches], cwd=ROOT, timeout=120)
-    for bench, proc in zip(benches, procs, strict=True):
-        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (bench, proc.stderr[-3000:])
-        assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
+@pytest.mark.parametrize("bench", ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"])
+def test_benchmarks_report_a_missing_data_dir_in_one_line(bench, tmp_path, capsys):
+    assert run_script(f"benchmarks/{bench}.py", ["--data_dir", str(tmp_path / "nowhere")]) == 1
+    missing = tmp_path / "nowhere" / "wiki.txt"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {missing}: file not found"
 
 
 def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(tmp_path, monkeypatch):
@@ -218,16 +216,15 @@ def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(
     assert (total, found) == (20, expected_found) and recalled < found
 
 
-def test_probe_recall_reports_a_bad_model_dir_or_predictions_file_in_one_line(tmp_path):
+def test_probe_recall_reports_a_bad_model_dir_or_predictions_file_in_one_line(tmp_path, capsys):
     for extra, says in [([], "not a saved chargpt model"),
                         (["--predictions", str(tmp_path / "gone.predictions")], "gone.predictions: cannot read it")]:
-        proc = subprocess.run([sys.executable, "scripts/probe_recall.py", str(tmp_path / "missing"), "--data_dir",
-                               str(tmp_path), *extra], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-        assert proc.returncode != 0 and "Traceback" not in proc.stderr
-        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr, proc.stderr
+        assert run_script("scripts/probe_recall.py", [str(tmp_path / "missing"), "--data_dir", str(tmp_path), *extra])
+        err = capsys.readouterr().err
+        assert err.strip().count("\n") == 0 and says in err, err
 
 
-def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, monkeypatch):
+def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, monkeypatch, capsys):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     pre = tmp_path / "exp" / "learned-causal-seed0-pretrain"
@@ -246,13 +243,15 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
                                                                                  out / "final.test.predictions"]
     assert all(len(line) <= 3 for path in answered for line in path.read_text().splitlines())
     assert summary["eval_extra"] == "--max_new_tokens 3"
-    # a known flag with a bad value (argparse's usage lines are not shown), and a model folder without a config, from
-    # the shell: one line each (an unknown flag and an unquoted --extra, in this process below)
-    value, nowhere = run_concurrently([[*cmd, "--eval_extra", "--max_new_tokens many"],
-                                       [*cmd[:3], str(tmp_path / "nowhere"), *cmd[4:]]], cwd=ROOT, env=ENV, timeout=120)
-    assert value.returncode != 0 and value.stderr.strip().count("\n") == 0 and "invalid int value" in value.stderr
-    assert nowhere.returncode != 0 and nowhere.stderr.strip().count("\n") == 0
-    assert "no config.json there" in nowhere.stderr
+    # a known flag with a bad value (argparse's usage lines are not shown), and a model folder without a config: one
+    # line each (an unknown flag and an unquoted --extra, in this process below)
+    capsys.readouterr()
+    assert run_script(cmd[1], [*cmd[2:], "--eval_extra", "--max_new_tokens many"]) != 0
+    value = capsys.readouterr().err
+    assert value.strip().count("\n") == 0 and "invalid int value" in value
+    assert run_script(cmd[1], [cmd[2], str(tmp_path / "nowhere"), *cmd[4:]]) != 0
+    nowhere = capsys.readouterr().err
+    assert nowhere.strip().count("\n") == 0 and "no config.json there" in nowhere
     points = summary["points"]
     assert [p["learning_rate"] for p in points] == [1e-4, 1e-3]
     assert all(p["holdout"]["total"] == 10 and p["finetune_seconds"] > 0 for p in points)
@@ -279,9 +278,10 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     other = select.split_questions(world / "birth_places_train.tsv", 10, 1, tmp_path / "other")
     assert other[1].read_text().splitlines() != held
     # --split_only writes that split alone (for mixed training that leaves the held-out questions out)
-    only = run_ok([sys.executable, "scripts/select_finetune_lr.py", "--data_dir", str(world), "--out_dir",
-                   str(tmp_path / "only"), "--holdout", "10", "--split_only"])
-    assert "wrote" in only and sorted(p.name for p in (tmp_path / "only").iterdir()) == ["split"]
+    capsys.readouterr()
+    assert run_script("scripts/select_finetune_lr.py", ["--data_dir", str(world), "--out_dir", str(tmp_path / "only"),
+                                                        "--holdout", "10", "--split_only"]) == 0
+    assert "wrote" in capsys.readouterr().out and sorted(p.name for p in (tmp_path / "only").iterdir()) == ["split"]
     assert (tmp_path / "only" / "split" / "holdout.tsv").read_text().splitlines() == held
     tie = [{"learning_rate": 3e-4, "holdout": {"correct": 5}}, {"learning_rate": 1e-4, "holdout": {"correct": 5}}]
     assert select.best_rate(tie) == 3e-4
@@ -596,7 +596,7 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
         recipe.check(parse(["--data_dir", "d", "--pretraining", "faithful", "--preset", "nope"]))
 
 
-def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch):
+def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch, capsys):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "recite"
@@ -605,7 +605,8 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     cmd = [sys.executable, "scripts/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
-    planned = run_ok([*cmd, "--dry_run"]).splitlines()
+    assert run_script(cmd[1], [*cmd[2:], "--dry_run"]) == 0
+    planned = capsys.readouterr().out.splitlines()
     assert [line.split()[1] for line in planned] == ["scripts/select_finetune_lr.py", "scripts/run_experiments.py",
                                                      "scripts/select_finetune_lr.py", "evaluate_birthplace.py",
                                                      "scripts/abstention.py"]

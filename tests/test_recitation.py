@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
-from test_training_scripts import ENV, QUIET, ROOT, TINY, launch, run_ok, world  # noqa: F401  (world: a fixture)
+from test_training_scripts import QUIET, TINY, world  # noqa: F401  (world: a fixture)
 
+import evaluate_birthplace
 import train_finetune
 import train_pretrain
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
@@ -160,9 +159,9 @@ def test_a_reciting_model_refuses_other_questions_and_fits_its_block(tmp_path):
         CharGPTConfig(answer_format="quoted")
 
 
-def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (the fixture)
+def test_finetune_with_recite_then_evaluate(world, tmp_path, capsys):  # noqa: F811  (the fixture)
     pre, fin = tmp_path / "pre", tmp_path / "fin"
-    # the training runs in this process (the evaluations below run as the user runs them)
+    # everything runs in this process, through the scripts' own `run_cli` (a launch would add seconds of imports)
     assert run_cli(train_pretrain.main, ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre),
                                          *TINY, *QUIET, "--per_device_train_batch_size", "8", "--max_steps", "2",
                                          "--position_embedding_type", "rope"]) == 0
@@ -173,9 +172,10 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
     assert json.loads((fin / "config.json").read_text())["answer_format"] == "recite"
     assert "| answer_format | recite |" in (fin / "README.md").read_text()
     preds = tmp_path / "dev.predictions"
-    out = run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(fin),
-                  "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(preds)])
-    assert " out of 20: " in out.stdout
+    capsys.readouterr()
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(fin), "--eval_corpus_path",
+                                              str(world / "birth_dev.tsv"), "--outputs_path", str(preds)]) == 0
+    assert " out of 20: " in capsys.readouterr().out
     assert len(preds.read_text().splitlines()) == 20
     # --answer_from_recitation: each answer is a span its recitation ends with. Two steps of finetuning recite only
     # spaces; the same model with its weights scrambled recites words to choose from.
@@ -188,9 +188,9 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
     model.save_pretrained(scrambled)
     CharTokenizer.from_pretrained(fin).save_pretrained(scrambled)
     spans = tmp_path / "spans.predictions"
-    run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(scrambled),
-            "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
-            "--answer_from_recitation", "True"])
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(scrambled), "--eval_corpus_path",
+                                              str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
+                                              "--answer_from_recitation", "True"]) == 0
     chosen = 0
     lines = spans.with_name(spans.name + ".records.jsonl").read_text().splitlines()
     for record in map(json.loads, lines):
@@ -202,9 +202,9 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
             chosen += 1
     assert chosen > 10
     # --continue_recitation: recitations cut at the limit may answer with a word of what follows the cut
-    run_ok([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(scrambled),
-            "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
-            "--answer_from_recitation", "True", "--continue_recitation", "True"])
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(scrambled), "--eval_corpus_path",
+                                              str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
+                                              "--answer_from_recitation", "True", "--continue_recitation", "True"]) == 0
     beyond = 0
     for record in map(json.loads, spans.with_name(spans.name + ".records.jsonl").read_text().splitlines()):
         name, recited = record["question"][len("Where was "):-len(" born?")], record["recitation"]
@@ -216,11 +216,11 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path):  # noqa: F811  (th
         else:
             beyond += 1  # kept whole: the span reached past the cut
     assert beyond > 0
-    plain = subprocess.run([sys.executable, str(ROOT / "evaluate_birthplace.py"), "--model_name_or_path", str(pre),
-                            "--eval_corpus_path", str(world / "birth_dev.tsv"), "--answer_from_recitation", "True"],
-                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-    assert plain.returncode != 0 and "Traceback" not in plain.stderr and plain.stderr.strip().count("\n") == 0
-    assert "does not recite (answer_format=" in plain.stderr
+    capsys.readouterr()
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(pre), "--eval_corpus_path",
+                                              str(world / "birth_dev.tsv"), "--answer_from_recitation", "True"]) == 1
+    plain = capsys.readouterr().err
+    assert plain.strip().count("\n") == 0 and "does not recite (answer_format=" in plain
     records = [json.loads(line) for line in preds.with_name(preds.name + ".records.jsonl").read_text().splitlines()]
     assert len(records) == 20
     for record in records:  # each answer follows the model's own recitation about the person asked
