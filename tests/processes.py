@@ -28,17 +28,18 @@ def run_concurrently(cmds: list[list[str]], **kwargs) -> list[subprocess.Complet
 def run_script(path: str | os.PathLike, argv: list[str]) -> int:
     """`python path *argv` run in this process, from the repository root: the exit status the shell would see (a
     `sys.exit("message")` prints its message to stderr and gives 1, as the interpreter does); the output is left to
-    capsys. For the tests of a script's bad input, where starting an interpreter (importing torch and transformers:
-    about 10 s on 2 cores) is not what they check; tests/test_user_errors.py keeps real processes for that. The
+    capsys (capfd: with what the processes it starts print). For tests that do not check the start of an interpreter
+    (importing torch and transformers: about 10 s on 2 cores): a script's bad input, or a driver whose stages are
+    processes anyway; tests/test_user_errors.py keeps real processes for the shell's view of an error. The
     script sees its own folder first on sys.path, as `python path` gives it; sys.argv, sys.path, the working folder,
     torch's threads and its random state are restored afterwards (a benchmark sets both before it reads its data)."""
     script = ROOT / path
     saved_argv, saved_path, threads = sys.argv, list(sys.path), torch.get_num_threads()
-    sys.argv = [str(script), *argv]
+    sys.argv = [str(path), *argv]  # as the shell passes it (a script may record its own command)
     sys.path.insert(0, str(script.parent))
     try:
         with contextlib.chdir(ROOT), torch.random.fork_rng():
-            runpy.run_path(str(script), run_name="__main__")
+            runpy.run_path(str(path), run_name="__main__")  # it sets sys.argv[0] to this path
     except SystemExit as stop:
         if stop.code is None or isinstance(stop.code, int):
             return stop.code or 0

@@ -236,7 +236,8 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     cmd = [sys.executable, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pre), "--data_dir",
            str(world), "--out_dir", str(out), "--learning_rates", "1e-4,1e-3", "--holdout", "10", "--final",
            "--threads", "1", "--extra", "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
-    printed = run_ok([*cmd, "--eval_extra", "--max_new_tokens 3"])
+    assert run_script(cmd[1], [*cmd[2:], "--eval_extra", "--max_new_tokens 3"]) == 0  # its stages are processes
+    printed = capsys.readouterr().out
     summary = json.loads((out / "selection.json").read_text())
     # --eval_extra reached every evaluation: the held-out, dev and test answers alike are at most 3 characters
     answered = [out / f"lr{lr:g}.holdout.predictions" for lr in (1e-4, 1e-3)] + [out / "final.dev.predictions",
@@ -596,7 +597,7 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
         recipe.check(parse(["--data_dir", "d", "--pretraining", "faithful", "--preset", "nope"]))
 
 
-def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch, capsys):
+def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch, capfd):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "recite"
@@ -606,13 +607,14 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
     assert run_script(cmd[1], [*cmd[2:], "--dry_run"]) == 0
-    planned = capsys.readouterr().out.splitlines()
+    planned = capfd.readouterr().out.splitlines()
     assert [line.split()[1] for line in planned] == ["scripts/select_finetune_lr.py", "scripts/run_experiments.py",
                                                      "scripts/select_finetune_lr.py", "evaluate_birthplace.py",
                                                      "scripts/abstention.py"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
-    printed = run_ok(cmd)
+    assert run_script(cmd[1], cmd[2:]) == 0  # its steps run as processes, as the user's do (capfd: their output too)
+    printed = capfd.readouterr().out
     summary = json.loads((out / "results.json").read_text())
     # as planned, with the rate the selection chose (the only one offered) in place of CHOSEN
     assert summary["steps"] == [line.replace("/CHOSEN", "/lr0.001") for line in planned]
