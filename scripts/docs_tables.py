@@ -1010,14 +1010,17 @@ def gpu_flops(results: Results) -> str:
 
 
 def bench_fast_path_cpu(results: Results) -> str:
-    """Today's loop against the fast path on a CPU, run by run (rows compare within a run only)."""
+    """Today's loop against the fast path on a CPU, run by run (rows compare within a run only); a run on another
+    CPU than the file's names its own."""
+    bench = results["bench_fast_path_cpu"]
     rows = []
-    for number, run in enumerate(results["bench_fast_path_cpu"]["runs"], 1):
+    for number, run in enumerate(bench["runs"], 1):
         first = run["rows"][0]["steps_per_s"]
-        rows += [[str(number), run["code"].split(":")[0].split(",")[0], f"`{r['variant']}`", str(run["steps"]),
-                  f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}", f"×{r['steps_per_s'] / first:.2f}",
-                  f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}"] for r in run["rows"]]
-    return table(["run", "commit", "variant", "steps", "steps/s", "useful tokens/s", "vs the run's first",
+        rows += [[str(number), run.get("cpu", bench["cpu"]), run["code"].split(":")[0].split(",")[0],
+                  f"`{r['variant']}`", str(run["steps"]), f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
+                  f"×{r['steps_per_s'] / first:.2f}", f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}"]
+                 for r in run["rows"]]
+    return table(["run", "CPU", "commit", "variant", "steps", "steps/s", "useful tokens/s", "vs the run's first",
                   "loss (last tenth)"], rows)
 
 
