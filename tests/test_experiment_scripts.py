@@ -219,7 +219,8 @@ def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(
 def test_probe_recall_reports_a_bad_model_dir_or_predictions_file_in_one_line(tmp_path, capsys):
     for extra, says in [([], "not a saved chargpt model"),
                         (["--predictions", str(tmp_path / "gone.predictions")], "gone.predictions: cannot read it")]:
-        assert run_script("scripts/probe_recall.py", [str(tmp_path / "missing"), "--data_dir", str(tmp_path), *extra])
+        argv = [str(tmp_path / "missing"), "--data_dir", str(tmp_path), *extra]
+        assert run_script("scripts/probe_recall.py", argv) != 0
         err = capsys.readouterr().err
         assert err.strip().count("\n") == 0 and says in err, err
 
@@ -233,10 +234,11 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         "--n_head", "4", "--n_embd", "32", "--block_size", "128", "--max_steps", "3", "--disable_tqdm", "True",
         "--report_to", "none"]) == 0
     out = tmp_path / "sel"
-    cmd = [sys.executable, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pre), "--data_dir",
-           str(world), "--out_dir", str(out), "--learning_rates", "1e-4,1e-3", "--holdout", "10", "--final",
-           "--threads", "1", "--extra", "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
-    assert run_script(cmd[1], [*cmd[2:], "--eval_extra", "--max_new_tokens 3"]) == 0  # its stages are processes
+    script = "scripts/select_finetune_lr.py"
+    args = ["--model_name_or_path", str(pre), "--data_dir", str(world), "--out_dir", str(out), "--learning_rates",
+            "1e-4,1e-3", "--holdout", "10", "--final", "--threads", "1", "--extra",
+            "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
+    assert run_script(script, [*args, "--eval_extra", "--max_new_tokens 3"]) == 0  # its stages are processes
     printed = capsys.readouterr().out
     summary = json.loads((out / "selection.json").read_text())
     # --eval_extra reached every evaluation: the held-out, dev and test answers alike are at most 3 characters
@@ -246,11 +248,10 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert summary["eval_extra"] == "--max_new_tokens 3"
     # a known flag with a bad value (argparse's usage lines are not shown), and a model folder without a config: one
     # line each (an unknown flag and an unquoted --extra, in this process below)
-    capsys.readouterr()
-    assert run_script(cmd[1], [*cmd[2:], "--eval_extra", "--max_new_tokens many"]) != 0
+    assert run_script(script, [*args, "--eval_extra", "--max_new_tokens many"]) != 0
     value = capsys.readouterr().err
     assert value.strip().count("\n") == 0 and "invalid int value" in value
-    assert run_script(cmd[1], [cmd[2], str(tmp_path / "nowhere"), *cmd[4:]]) != 0
+    assert run_script(script, [args[0], str(tmp_path / "nowhere"), *args[2:]]) != 0
     nowhere = capsys.readouterr().err
     assert nowhere.strip().count("\n") == 0 and "no config.json there" in nowhere
     points = summary["points"]
@@ -280,8 +281,8 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert other[1].read_text().splitlines() != held
     # --split_only writes that split alone (for mixed training that leaves the held-out questions out)
     capsys.readouterr()
-    assert run_script("scripts/select_finetune_lr.py", ["--data_dir", str(world), "--out_dir", str(tmp_path / "only"),
-                                                        "--holdout", "10", "--split_only"]) == 0
+    assert run_script(script, ["--data_dir", str(world), "--out_dir", str(tmp_path / "only"), "--holdout", "10",
+                               "--split_only"]) == 0
     assert "wrote" in capsys.readouterr().out and sorted(p.name for p in (tmp_path / "only").iterdir()) == ["split"]
     assert (tmp_path / "only" / "split" / "holdout.tsv").read_text().splitlines() == held
     tie = [{"learning_rate": 3e-4, "holdout": {"correct": 5}}, {"learning_rate": 1e-4, "holdout": {"correct": 5}}]
@@ -352,7 +353,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         assert says in str(stopped.value.code) and "\n" not in str(stopped.value.code)
     for flag, text, says in (("--eval_extra", "--max_new_tokns 3", "has no --max_new_tokns"),
                              ("--extra", "--learning_rate '1e-4", "quotation")):
-        monkeypatch.setattr(sys, "argv", ["select_finetune_lr.py", *cmd[2:-2], flag, text])
+        monkeypatch.setattr(sys, "argv", ["select_finetune_lr.py", *args[:-2], flag, text])
         with pytest.raises(SystemExit) as stopped:  # before any finetuning
             select.main()
         assert says in str(stopped.value.code) and flag in str(stopped.value.code)
