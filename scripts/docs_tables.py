@@ -916,9 +916,24 @@ def timings(results: Results) -> str:
          " · ".join(f"{n} {pct(r['dev']['accuracy'])}" for n, r in light_runs.items())],
         ["20 epochs of the reference pretraining, learned", "reference model and hyperparameters", "2 CPU cores, fp32",
          f"{ref20['pretrain_seconds']:.0f} s + {ref20['finetune_seconds']:.0f} s", pct(ref20["dev_accuracy"])],
+        *cpu_projections(results),
         ["`make reproduce`", "the faithful recipe's pretraining (650 epochs), per variant and seed", "1 H100",
          f"{min(h100):.0f}–{max(h100):.0f} s", "above"],
     ])
+
+
+def cpu_projections(results: Results) -> list[list[str]]:
+    """The faithful pretraining on a CPU, projected from today's loop's timed steps in benchmarks/bench_gpu.py, one
+    row per CPU (its runs' range): no CPU run of it has finished."""
+    bench = results["bench_fast_path_cpu"]
+    hours: dict[str, list[float]] = {}
+    for run in bench["runs"]:
+        cores = run.get("hardware", bench["hardware"]).split(" cores")[0]  # e.g. "2 AMD EPYC"
+        hours.setdefault(f"{cores} cores, {run.get('cpu', bench['cpu'])}, fp32", []).extend(
+            r["projected_full_pretraining_s"] / 3600 for r in run["rows"] if r["variant"].startswith("today"))
+    return [["`make reproduce` on a CPU", "the faithful recipe's pretraining (650 epochs), projected from today's "
+             "loop's timed steps (benchmarks/bench_gpu.py)", machine,
+             f"{min(h):.1f}–{max(h):.1f} h" if len(h) > 1 else f"{h[0]:.1f} h", "—"] for machine, h in hours.items()]
 
 
 # ---------------------------------------------------------------------------------------------------- performance

@@ -436,3 +436,20 @@ def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_
     assert unpadded.endswith("| 60.5 | 121.0 | 200.0 | 24.2 | 48% | 5% |")
     # nine pretrainings of 12,000 steps in 600 s: 180 steps/s of a mean (2 + 5 + 2) / 3 = 3 GFLOP a row, 90 rows
     assert reproduce.endswith("| 90 | 270.0 | 180.0 | 48.6 | 97% | 10% |")
+
+
+def test_cpu_projections_give_one_row_per_cpu_from_todays_loop_only(tmp_path):
+    """timings: each CPU of bench_fast_path_cpu.json gets the range of its runs' projected faithful pretraining, from
+    today's loop's rows (the fast path's are left out); a run without its own CPU and hardware is on the file's."""
+    shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
+    path = tmp_path / "results" / "bench_fast_path_cpu.json"
+    bench = json.loads(path.read_text())
+    row = {"variant": "today", "projected_full_pretraining_s": 7200.0}
+    bench["runs"] = [{"rows": [row, {"variant": "fast", "projected_full_pretraining_s": 1.0}]},
+                     {"rows": [{**row, "variant": "today_again", "projected_full_pretraining_s": 9000.0}]},
+                     {"cpu": "Other CPU", "hardware": "2 Intel Xeon cores (more)",
+                      "rows": [{**row, "projected_full_pretraining_s": 36000.0}]}]
+    path.write_text(json.dumps(bench))
+    rows = [line for line in TABLES["timings"](Results(tmp_path / "results")).splitlines() if "on a CPU" in line]
+    assert [line.split(" | ")[2:4] for line in rows] == [[f"2 AMD EPYC cores, {bench['cpu']}, fp32", "2.0–2.5 h"],
+                                                         ["2 Intel Xeon cores, Other CPU, fp32", "10.0 h"]]
