@@ -928,8 +928,9 @@ def cpu_projections(results: Results) -> list[list[str]]:
     bench = results["bench_fast_path_cpu"]
     hours: dict[str, list[float]] = {}
     for run in bench["runs"]:
-        cores = run.get("hardware", bench["hardware"]).split(" cores")[0]  # e.g. "2 AMD EPYC"
-        hours.setdefault(f"{cores} cores, {run.get('cpu', bench['cpu'])}, fp32", []).extend(
+        cpu, hardware = bench_cpu(bench, run)
+        cores = hardware.split(" cores")[0]  # e.g. "2 AMD EPYC"
+        hours.setdefault(f"{cores} cores, {cpu}, fp32", []).extend(
             r["projected_full_pretraining_s"] / 3600 for r in run["rows"] if r["variant"].startswith("today"))
     return [["`make reproduce` on a CPU", "the faithful recipe's pretraining (650 epochs), projected from today's "
              "loop's timed steps (benchmarks/bench_gpu.py)", machine,
@@ -1024,6 +1025,11 @@ def gpu_flops(results: Results) -> str:
                       "of learned, rope and synthesizer)", (learned + rope + synthesizer) / 3, rows, reproduce)])
 
 
+def bench_cpu(bench: dict, run: dict) -> tuple[str, str]:
+    """A bench_fast_path_cpu.json run's CPU label and hardware: its own, or else the file's."""
+    return run.get("cpu", bench["cpu"]), run.get("hardware", bench["hardware"])
+
+
 def bench_fast_path_cpu(results: Results) -> str:
     """Today's loop against the fast path on a CPU, run by run (rows compare within a run only); a run on another
     CPU than the file's names its own."""
@@ -1031,7 +1037,7 @@ def bench_fast_path_cpu(results: Results) -> str:
     rows = []
     for number, run in enumerate(bench["runs"], 1):
         first = run["rows"][0]["steps_per_s"]
-        rows += [[str(number), run.get("cpu", bench["cpu"]), run["code"].split(":")[0].split(",")[0],
+        rows += [[str(number), bench_cpu(bench, run)[0], run["code"].split(":")[0].split(",")[0],
                   f"`{r['variant']}`", str(run["steps"]), f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
                   f"×{r['steps_per_s'] / first:.2f}", f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}"]
                  for r in run["rows"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -172,9 +173,14 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path, capsys):  # noqa: F
     assert json.loads((fin / "config.json").read_text())["answer_format"] == "recite"
     assert "| answer_format | recite |" in (fin / "README.md").read_text()
     preds = tmp_path / "dev.predictions"
+
+    def evaluate(model: Path, *flags: str) -> int:
+        """evaluate_birthplace.py on dev, as its command line runs it."""
+        return run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(model), "--eval_corpus_path",
+                                                  str(world / "birth_dev.tsv"), *flags])
+
     capsys.readouterr()
-    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(fin), "--eval_corpus_path",
-                                              str(world / "birth_dev.tsv"), "--outputs_path", str(preds)]) == 0
+    assert evaluate(fin, "--outputs_path", str(preds)) == 0
     assert " out of 20: " in capsys.readouterr().out
     assert len(preds.read_text().splitlines()) == 20
     # --answer_from_recitation: each answer is a span its recitation ends with. Two steps of finetuning recite only
@@ -188,9 +194,7 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path, capsys):  # noqa: F
     model.save_pretrained(scrambled)
     CharTokenizer.from_pretrained(fin).save_pretrained(scrambled)
     spans = tmp_path / "spans.predictions"
-    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(scrambled), "--eval_corpus_path",
-                                              str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
-                                              "--answer_from_recitation", "True"]) == 0
+    assert evaluate(scrambled, "--outputs_path", str(spans), "--answer_from_recitation", "True") == 0
     chosen = 0
     lines = spans.with_name(spans.name + ".records.jsonl").read_text().splitlines()
     for record in map(json.loads, lines):
@@ -202,9 +206,8 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path, capsys):  # noqa: F
             chosen += 1
     assert chosen > 10
     # --continue_recitation: recitations cut at the limit may answer with a word of what follows the cut
-    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(scrambled), "--eval_corpus_path",
-                                              str(world / "birth_dev.tsv"), "--outputs_path", str(spans),
-                                              "--answer_from_recitation", "True", "--continue_recitation", "True"]) == 0
+    assert evaluate(scrambled, "--outputs_path", str(spans), "--answer_from_recitation", "True",
+                    "--continue_recitation", "True") == 0
     beyond = 0
     for record in map(json.loads, spans.with_name(spans.name + ".records.jsonl").read_text().splitlines()):
         name, recited = record["question"][len("Where was "):-len(" born?")], record["recitation"]
@@ -217,8 +220,7 @@ def test_finetune_with_recite_then_evaluate(world, tmp_path, capsys):  # noqa: F
             beyond += 1  # kept whole: the span reached past the cut
     assert beyond > 0
     capsys.readouterr()
-    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(pre), "--eval_corpus_path",
-                                              str(world / "birth_dev.tsv"), "--answer_from_recitation", "True"]) == 1
+    assert evaluate(pre, "--answer_from_recitation", "True") == 1
     plain = capsys.readouterr().err
     assert plain.strip().count("\n") == 0 and "does not recite (answer_format=" in plain
     records = [json.loads(line) for line in preds.with_name(preds.name + ".records.jsonl").read_text().splitlines()]
