@@ -1,6 +1,8 @@
 # Entry points; each installs what it needs into .venv.
 DATA ?= ../shared/data
 RECIPE ?= reference
+# `make best` runs `make recite`: that nested make prints no "Entering directory" lines.
+MAKEFLAGS += --no-print-directory
 OUT ?= out/$(RECIPE)
 
 .PHONY: demo test reproduce recite best lint help

@@ -16,6 +16,18 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# What a make that started the tests leaves in their environment (`make test`): a `make` the tests run would take
+# itself for a sub-make and print "make[1]: Entering directory" lines, which a person typing it never sees.
+MAKE_VARIABLES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """The environment of a person's shell for a command a test runs: this one offline, one thread per process, and
+    without the variables of a make that started the tests (`MAKE_VARIABLES`); `extra` on top."""
+    env = {name: value for name, value in os.environ.items() if name not in MAKE_VARIABLES}
+    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **extra}
+
 
 def run_concurrently(cmds: list[list[str]], **kwargs) -> list[subprocess.CompletedProcess]:
     """`subprocess.run` each command (output captured as text, the keywords apply to all), as many at once as

@@ -14,15 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import run_concurrently, run_script
+from processes import run_concurrently, run_script, user_env
 
 import train_pretrain
 from data_scripts import write_synthetic_corpus
 from training import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-       "OMP_NUM_THREADS": "1"}
+ENV = user_env()
 
 
 def run_ok(cmd: list[str]) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from accelerate import Accelerator
-from processes import run_concurrently
+from processes import run_concurrently, user_env
 from safetensors.torch import load_file
 
 import evaluate_birthplace
@@ -29,8 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]
 QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-       "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+ENV = user_env()
 
 
 def launch(script: str, *args: str, num_processes: int = 1) -> list[str]:

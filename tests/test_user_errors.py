@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from processes import run_concurrently
+from processes import run_concurrently, user_env
 
 import evaluate_birthplace
 import train_finetune
@@ -55,8 +55,7 @@ def test_a_failed_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-       "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+ENV = user_env()
 SAVED_BY = "expected a chargpt model folder saved by train_pretrain.py or train_finetune.py"
 QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
 
