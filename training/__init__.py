@@ -1,8 +1,8 @@
 """Training machinery shared by train_pretrain.py and train_finetune.py: one Accelerate loop, one schedule.
 
-Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`
-(nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`; `seeds`
-(several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`;
+Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`,
+`outputs` (nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`;
+`seeds` (several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`;
 `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
 
 Names are imported lazily (PEP 562), as in `data_scripts`: a tool that only writes files (`training.files`) or

@@ -58,6 +58,10 @@ class TrainingArguments:
     """Optimisation, checkpointing and logging. `None` means: this stage's value in `training/presets.py`."""
 
     output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Replace the final model another run left in --output_dir (refused without it)."},
+    )
     preset: str = field(
         default=REFERENCE,
         metadata={"help": "Named recipe: " + "; ".join(describe(name) for name in PRESETS) + ". Flags you give "

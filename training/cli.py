@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tqdm.std import tqdm
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
@@ -102,7 +103,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     try:
         return _exit_status(main, argv)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say_last("interrupted")
         return 130
 
 
@@ -112,8 +113,19 @@ def _exit_status(main: Callable[[Sequence[str] | None], int | None], argv: Seque
     except Exception as err:
         if not expected_error(err):
             raise
-        print(f"error: {err}", file=sys.stderr)
+        _say_last(f"error: {err}")
         return 1
+
+
+def _say_last(line: str) -> None:
+    """Print `line` to stderr as the last thing the user sees: progress bars still open where the error left them
+    (closed later, they would redraw below it) are closed and the output and log streams flushed first."""
+    for bar in list(tqdm._instances):  # the base class's: every bar, tqdm.auto's too
+        bar.close()
+    for handler in std_logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    print(line, file=sys.stderr, flush=True)
 
 
 def run_to_end(cmd: Sequence[str], **popen: Any) -> tuple[int, bool]:

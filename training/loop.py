@@ -25,9 +25,10 @@ from data_scripts import DeviceBatches
 
 from .arguments import OPTIMIZERS, TrainingArguments
 from .batching import CountingCollate
-from .checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
+from .checkpoints import load_checkpoint, resolve_checkpoint, run_identity, save_checkpoint
 from .errors import UsageError
 from .export import save_final, save_snapshot
+from .outputs import check_output_dir
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
 from .seeds import ON_DEVICE, SeedBatches, SeedStack, clip_groups, dropout_seed
@@ -40,7 +41,9 @@ logger = logging.get_logger(__name__)
 
 
 def make_accelerator(args: TrainingArguments) -> Accelerator:
-    """Accelerator for this run; call it (and seed) before building the model so init is reproducible."""
+    """Accelerator for this run; call it (and seed) before building the model so init is reproducible. A bad
+    `--output_dir` fails here, before any data is read."""
+    check_output_dir(args.output_dir, args.overwrite_output_dir, resuming=bool(args.resume_from_checkpoint))
     precision = resolve_precision(args.mixed_precision)
     accelerator = Accelerator(
         mixed_precision=precision,
@@ -174,7 +177,8 @@ def train(
     step_model = compile_model(model, args)
     seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in member order
     clip = _clipper(accelerator, model, args.max_grad_norm)
-    state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds)
+    identity = run_identity(accelerator.unwrap_model(model), tokenizer, run_name)
+    state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds, identity)
     seconds_before = state.train_seconds  # a resumed run's seconds count its earlier processes too
 
     def seconds() -> float:
@@ -183,7 +187,7 @@ def train(
     total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     progress = _Progress(accelerator, args, state, total_steps, start, run_name, card, seeds)
-    save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule)
+    save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule, identity)
     save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
     sync_steps = resolve_sync_steps(args.sync_steps, args.logging_steps, accelerator)
     window = LossWindow(args.output_dir, sync_steps, seeds)
@@ -229,6 +233,9 @@ def train(
         window.drop_after(state.global_step)  # a second Ctrl-C can land inside a step not counted yet
         progress.bar.close()
         logger.warning("interrupted: saved %s; continue with --resume_from_checkpoint latest", checkpoint())
+    except BaseException:  # the error is the last thing the user sees: no bar redrawn below it
+        progress.close()
+        raise
     finally:
         stop.restore()
         restore_precision()
@@ -250,13 +257,13 @@ def train(
 
 def _start_state(
     accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int],
-    seeds: list[int] | None, stacked: bool,
+    seeds: list[int] | None, stacked: bool, identity: dict,
 ) -> TrainState:
     """A new run's counters, or those of `--resume_from_checkpoint` (with the model, optimizer, RNG and schedule)."""
     if not args.resume_from_checkpoint:
         return TrainState(seeds=seeds, stacked=stacked)
     path = resolve_checkpoint(args.output_dir, args.resume_from_checkpoint)
-    state = load_checkpoint(accelerator, path, schedule, seeds, stacked)
+    state = load_checkpoint(accelerator, path, schedule, seeds, stacked, identity)
     if state.step_in_epoch >= steps_in(state.epoch):  # saved after an epoch's last batch
         state.end_epoch()
     logger.info("resumed from %s at step %d (epoch %d, batch %d)", path, state.global_step, state.epoch,

@@ -1,0 +1,111 @@
+"""The training scripts' own bad inputs, as a user meets them in a shell: an output folder that cannot take the
+run, a run that diverges, a checkpoint of another run. Real processes (side by side): the error is the last line
+printed, there is no traceback, and nothing is written."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from processes import ROOT, run_concurrently, user_env
+
+TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64"]
+QUICK = ["--report_to", "none", "--max_steps", "1", "--per_device_train_batch_size", "4"]
+
+
+def pretrain(wiki: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "train_pretrain.py", "--pretrain_corpus_path", str(wiki), "--output_dir", str(out),
+            *TINY, *QUICK, *extra]
+
+
+def last_line(proc) -> str:
+    """The one error line the user sees last; asserts the exit status, no traceback, and nothing after it."""
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.rstrip().splitlines()
+    assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
+    assert [line for line in lines if line.startswith("error: ")] == lines[-1:]
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def finished(wiki, tmp_path_factory) -> Path:
+    """A finished tiny pretraining: its final model and a checkpoint (step 1)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    proc, = run_concurrently([pretrain(wiki, out, "--checkpointing_steps", "1")], cwd=ROOT, env=user_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "model.safetensors").is_file() and (out / "checkpoints" / "step-00000001").is_dir()
+    return out
+
+
+def test_output_folders_that_cannot_take_the_run(wiki, finished, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder\n")
+    cases = {  # output_dir, extra flags, the line
+        "a file": (a_file, [], f"error: --output_dir {a_file}: not a folder"),
+        "under a file": (a_file / "run", [],
+                         f"error: --output_dir {a_file / 'run'}: not a folder ({a_file} is a file)"),
+        "unwritable": (Path("/sys/chargpt-run"), [],
+                       "error: --output_dir /sys/chargpt-run: cannot write in /sys (Permission denied)"),
+        "another run's model": (finished, [], f"error: --output_dir {finished} holds another run's final model "
+                                f"({finished / 'config.json'}): pass --overwrite_output_dir True to replace it, or "
+                                "--resume_from_checkpoint latest to continue"),
+    }
+    before = sorted(p.name for p in finished.iterdir())
+    procs = run_concurrently([pretrain(wiki, out, *extra) for out, extra, _ in cases.values()], cwd=ROOT,
+                             env=user_env())
+    for (case, (_, _, expected)), proc in zip(cases.items(), procs, strict=True):
+        assert last_line(proc) == expected, case
+    assert a_file.read_text() == "not a folder\n" and sorted(p.name for p in finished.iterdir()) == before
+
+
+def test_overwrite_output_dir_replaces_another_runs_model(wiki, finished, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    for item in finished.iterdir():  # a copy of the finished run's files, not the shared fixture
+        if item.is_file():
+            (out / item.name).write_bytes(item.read_bytes())
+    old = (out / "model.safetensors").read_bytes()
+    proc, = run_concurrently([pretrain(wiki, out, "--overwrite_output_dir", "True", "--seed", "7")], cwd=ROOT,
+                             env=user_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "model.safetensors").read_bytes() != old
+
+
+def test_a_loss_that_becomes_nan_is_the_last_line(wiki, tmp_path):
+    """The progress bar is drawn (not --disable_tqdm): it must be closed before the error, not redrawn after it."""
+    out = tmp_path / "run"
+    proc, = run_concurrently([pretrain(wiki, out, "--learning_rate", "1e10", "--max_grad_norm", "0", "--max_steps",
+                                       "6", "--sync_steps", "1")], cwd=ROOT, env=user_env())
+    assert last_line(proc) == ("error: loss became nan at step 2 (epoch 1); stopped before updating the weights. "
+                               "Last good checkpoint: none. Try a lower --learning_rate.")
+    assert "pretrain:" in proc.stderr  # the bar was there
+    assert not (out / "model.safetensors").exists()
+
+
+def test_resuming_another_runs_checkpoint_names_each_difference(wiki, finished, tmp_path):
+    checkpoint = finished / "checkpoints" / "step-00000001"
+    other_wiki = tmp_path / "wiki.txt"
+    other_wiki.write_text(wiki.read_text(encoding="utf-8") + "Zed Q. Xu. Born in Ω.\n", encoding="utf-8")
+    resume = ["--resume_from_checkpoint", str(checkpoint)]
+    cases = {
+        "shape": (pretrain(wiki, tmp_path / "a", *resume, "--n_embd", "64"), "n_embd 32 there, 64 here"),
+        "positions": (pretrain(wiki, tmp_path / "b", *resume, "--position_embedding_type", "rope"),
+                      "position_embedding_type learned there, rope here"),
+        "attention": (pretrain(wiki, tmp_path / "c", *resume, "--attention_type", "synthesizer"),
+                      "attention_type causal there, synthesizer here"),
+        "vocabulary": (pretrain(other_wiki, tmp_path / "d", *resume), None),
+        "stage": ([sys.executable, "train_finetune.py", "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
+                   str(wiki.parent / "birth_places_train.tsv"), "--output_dir", str(tmp_path / "e"), *TINY, *QUICK,
+                   *resume], "stage pretrain there, finetune here"),
+    }
+    procs = run_concurrently([cmd for cmd, _ in cases.values()], cwd=ROOT, env=user_env())
+    for (case, (_, expected)), proc in zip(cases.items(), procs, strict=True):
+        line = last_line(proc)
+        assert line.startswith(f"error: --resume_from_checkpoint {checkpoint}: written by another run ("), case
+        if case == "vocabulary":
+            assert "vocab_size" in line and "vocabulary of " in line, line
+        else:
+            assert line.endswith(f"({expected})"), (case, line)
+    assert not any((tmp_path / name).exists() for name in "abcde")
