@@ -1,9 +1,14 @@
 """Convert a CS224N reference minGPT checkpoint (`torch.save(model.state_dict(), "X.params")`) to a chargpt folder.
 
-The reference keeps separate `key`/`query`/`value` linears; chargpt fuses them into `attn.qkv` (q, k, v along the
-output dimension). Shapes give n_layer, n_embd, vocab_size and block_size; the head count is not visible in the
-weights (except through the 2024 rope cache), so it comes from `--n_head` (default 8, the assignment's).
-The vocabulary is rebuilt from the pretraining corpus exactly as the reference does, and must match the checkpoint.
+Every variant the reference code trains converts: learned positions (2021-2024), rope (2024) and the dense
+synthesizer (2021/2022 handouts, learned positions). The reference keeps separate `key`/`query`/`value` linears;
+chargpt fuses them into `attn.qkv` (q, k, v along the output dimension). The reference skeleton's synthesizer tables
+`w2`/`b2` are `block_size - 1` wide (its training sequences were `block_size - 1` long), so a synthesizer checkpoint
+becomes a chargpt model of that `block_size` (`pos_emb` keeps the rows it covers): the same logits for every input
+the reference model can run. Shapes give n_layer, n_embd, vocab_size and block_size; the head count is not visible in
+the weights except through the 2024 rope cache or the synthesizer's `w2` (head_dim rows), so otherwise it comes from
+`--n_head` (default 8, the assignment's). The vocabulary is rebuilt from the pretraining corpus exactly as the
+reference does, and must match the checkpoint.
 
     python -m modeling_chargpt.convert_reference_checkpoint --params vanilla.pretrain.params \\
         --pretrain_corpus_path wiki.txt --output_dir out/chargpt-vanilla [--position_embedding_type learned|rope]
@@ -27,12 +32,16 @@ CONVERTIBLE_POSITION_TYPES = ("learned", "rope")
 # Buffers the reference registers persistently; they are recomputed by chargpt, never copied.
 _REFERENCE_BUFFERS = ("attn.mask", "attn.rope_cache")
 _BLOCK_KEY = re.compile(r"^blocks\.(\d+)\.(.+)$")
-_BLOCK_PARAMS = (
-    "ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias",
-    "attn.query.weight", "attn.query.bias", "attn.key.weight", "attn.key.bias",
-    "attn.value.weight", "attn.value.bias", "attn.proj.weight", "attn.proj.bias",
-    "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias",
+_SHARED_PARAMS = (
+    "ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "attn.value.weight", "attn.value.bias", "attn.proj.weight",
+    "attn.proj.bias", "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias",
 )
+# Each block's parameters by attention type, beyond the shared ones: causal attention's query and key (fused into
+# qkv with value), the synthesizer's A (`w1`), B (`w2`) and b2, copied under the same names
+_ATTENTION_PARAMS = {
+    "causal": ("attn.query.weight", "attn.query.bias", "attn.key.weight", "attn.key.bias"),
+    "synthesizer": ("attn.w1.weight", "attn.w1.bias", "attn.w2", "attn.b2"),
+}
 
 
 class ConversionError(ValueError):
@@ -76,8 +85,6 @@ def infer_config(
     for key in ("tok_emb.weight", "head.weight", "ln_f.weight", "ln_f.bias"):
         if key not in state_dict:
             raise ConversionError(f"not a reference minGPT state_dict: key {key!r} is missing")
-    if any(k.endswith(("attn.w1.weight", "attn.w2")) for k in state_dict):
-        raise ConversionError("synthesizer-attention checkpoints are not supported; only the causal-attention model")
     vocab_size, n_embd = state_dict["tok_emb.weight"].shape
     if tuple(state_dict["head.weight"].shape) != (vocab_size, n_embd):
         raise ConversionError(
@@ -90,6 +97,8 @@ def infer_config(
     n_layer = len(layers)
 
     has_pos_emb = "pos_emb" in state_dict
+    if any(k.endswith(("attn.w1.weight", "attn.w2")) for k in state_dict):
+        return _synthesizer_config(state_dict, position_embedding_type, n_head, block_size, n_layer)
     if position_embedding_type is None:
         position_embedding_type = "learned" if has_pos_emb else "rope"
     if position_embedding_type not in CONVERTIBLE_POSITION_TYPES:
@@ -138,29 +147,66 @@ def infer_config(
         raise ConversionError(str(e)) from None
 
 
+def _synthesizer_config(
+    state_dict: dict[str, torch.Tensor], position_embedding_type: str | None, n_head: int | None,
+    block_size: int | None, n_layer: int,
+) -> CharGPTConfig:
+    """The config of a reference synthesizer checkpoint (learned positions): `w2` is (head_dim, width), so it gives
+    the head count, and its width (the reference's block_size - 1) is the converted model's block_size."""
+    vocab_size, n_embd = state_dict["tok_emb.weight"].shape
+    if "pos_emb" not in state_dict or position_embedding_type not in (None, "learned"):
+        raise ConversionError("a synthesizer checkpoint has learned positions (pos_emb) in every reference variant; "
+                              "this one matches none of them")
+    w2 = state_dict.get("blocks.0.attn.w2")
+    if w2 is None or w2.dim() != 2:
+        raise ConversionError("not a reference synthesizer state_dict: 'blocks.0.attn.w2' is missing or not a matrix")
+    head_dim, width = w2.shape
+    if n_head is None:
+        n_head = n_embd // head_dim if head_dim and n_embd % head_dim == 0 else 0
+    if n_head <= 0 or n_embd % n_head != 0 or n_embd // n_head != head_dim:
+        raise ConversionError(f"blocks.0.attn.w2 has {head_dim} rows (head_dim), which n_head={n_head} and "
+                              f"n_embd={n_embd} do not give")
+    reference_block = state_dict["pos_emb"].shape[1]
+    if width > reference_block:
+        raise ConversionError(f"blocks.0.attn.w2 is {width} wide, more than pos_emb's {reference_block} positions: "
+                              "matches no reference synthesizer")
+    if block_size is not None and block_size != width:
+        raise ConversionError(f"block_size={block_size} disagrees with the synthesizer tables' {width} positions")
+    try:
+        return CharGPTConfig(vocab_size=int(vocab_size), block_size=int(width), n_layer=n_layer, n_head=int(n_head),
+                             n_embd=int(n_embd), position_embedding_type="learned", attention_type="synthesizer")
+    except ValueError as e:
+        raise ConversionError(str(e)) from None
+
+
 def convert_state_dict(state_dict: dict[str, torch.Tensor], config: CharGPTConfig) -> dict[str, torch.Tensor]:
-    """Rename reference keys to chargpt's and fuse query/key/value into qkv (order q, k, v)."""
+    """Rename reference keys to chargpt's and fuse query/key/value into qkv (order q, k, v); a synthesizer's
+    blocks keep their names, and `pos_emb` keeps the `block_size` rows the converted model has."""
     converted = {
         "transformer.tok_emb.weight": state_dict["tok_emb.weight"],
         "lm_head.weight": state_dict["head.weight"],
     }
     if config.position_embedding_type == "learned":
-        converted["transformer.pos_emb"] = state_dict["pos_emb"]
+        converted["transformer.pos_emb"] = state_dict["pos_emb"][:, : config.block_size]
     converted["transformer.ln_f.weight"] = state_dict["ln_f.weight"]
     converted["transformer.ln_f.bias"] = state_dict["ln_f.bias"]
     expected = {"tok_emb.weight", "head.weight", "ln_f.weight", "ln_f.bias", "pos_emb"}
+    synthesizer = config.attention_type == "synthesizer"
+    block_params = _SHARED_PARAMS + _ATTENTION_PARAMS[config.attention_type]
     for i in range(config.n_layer):
         src, dst = f"blocks.{i}.", f"transformer.blocks.{i}."
-        missing = [src + name for name in _BLOCK_PARAMS if src + name not in state_dict]
+        missing = [src + name for name in block_params if src + name not in state_dict]
         if missing:
             raise ConversionError(f"not a reference minGPT state_dict: {missing[0]!r} is missing")
-        expected.update(src + name for name in _BLOCK_PARAMS + _REFERENCE_BUFFERS)
+        expected.update(src + name for name in block_params + _REFERENCE_BUFFERS)
+        if synthesizer:  # chargpt's synthesizer has the reference's names
+            converted.update({dst + name: state_dict[src + name] for name in block_params})
+            continue
+        converted.update({dst + name: state_dict[src + name] for name in _SHARED_PARAMS if "attn.value" not in name})
         for part in ("weight", "bias"):
             converted[dst + f"attn.qkv.{part}"] = torch.cat(
                 [state_dict[src + f"attn.{name}.{part}"] for name in ("query", "key", "value")], dim=0
             )
-            for name in ("ln1", "ln2", "attn.proj", "mlp.0", "mlp.2"):
-                converted[dst + f"{name}.{part}"] = state_dict[src + f"{name}.{part}"]
     unexpected = sorted(set(state_dict) - expected)
     if unexpected:
         raise ConversionError(f"unexpected key {unexpected[0]!r} in the checkpoint (not a reference minGPT?)")
@@ -240,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     cfg = model.config
     print(
-        f"wrote {args.output_dir}: {cfg.position_embedding_type} positions, n_layer={cfg.n_layer} n_head={cfg.n_head} "
-        f"n_embd={cfg.n_embd} block_size={cfg.block_size} vocab_size={cfg.vocab_size}"
+        f"wrote {args.output_dir}: {cfg.position_embedding_type} positions, {cfg.attention_type} attention, "
+        f"n_layer={cfg.n_layer} n_head={cfg.n_head} n_embd={cfg.n_embd} block_size={cfg.block_size} "
+        f"vocab_size={cfg.vocab_size}"
     )
     return 0
 

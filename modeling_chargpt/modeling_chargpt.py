@@ -100,9 +100,11 @@ class CharGPTSelfAttention(nn.Module):
 
 
 class CharGPTSynthesizerAttention(nn.Module):
-    """Dense synthesizer (2022 handout): scores = ReLU(X A_i + b1) B + b2 instead of Q K^T.
+    """Dense synthesizer (2021/2022 handouts): scores = ReLU(X A_i + b1) B + b2 instead of Q K^T.
 
-    As in the reference skeleton, B (`w2`, head_dim x block_size) and b2 are shared by all heads. The score of
+    As in the reference skeleton, B (`w2`) and b2 are shared by all heads; here they are head_dim x block_size and
+    block_size wide, one column per position of the context. (The skeleton's are block_size - 1 wide, the length
+    of its 2021 training sequences; the converter maps them to a model of that block_size.) The score of
     key j is a dot product, [a_t, 1] . [B[:, j], b2[j]], so every attention kernel computes it (scaling 1). It
     depends on the key only through its position, so the cache stores the values and, in place of keys, the key
     positions (to pick B's and b2's columns).

@@ -1,7 +1,8 @@
 """convert_reference_checkpoint: a reference minGPT .params state_dict becomes an equivalent chargpt folder.
 
 The reference forward is written out here by hand (separate key/query/value linears, explicit tril mask and
-softmax, GELU MLP, the 2024 complex-number rope), independently of the chargpt code.
+softmax, GELU MLP, the 2024 complex-number rope, the 2021/2022 skeleton's synthesizer with its block_size - 1 wide
+tables), independently of the chargpt code.
 """
 
 import datetime
@@ -41,8 +42,10 @@ def reference_rope_cache(block_size: int, head_dim: int) -> torch.Tensor:
     return torch.stack([angles.cos(), angles.sin()], dim=-1)
 
 
-def reference_state_dict(rope: bool, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random tensors with the reference's names and shapes (buffers included), at scales that make every one count."""
+def reference_state_dict(rope: bool, seed: int = 0, synthesizer: bool = False) -> dict[str, torch.Tensor]:
+    """Random tensors with the reference's names and shapes (buffers included), at scales that make every one count.
+    `synthesizer`: the 2021/2022 skeleton's SynthesizerAttention (w1, w2 and b2 in place of key and query; w2 and b2
+    are block_size - 1 wide), with learned positions."""
     g = torch.Generator().manual_seed(seed)
 
     def randn(*shape, std=1.0, mean=0.0):
@@ -56,9 +59,12 @@ def reference_state_dict(rope: bool, seed: int = 0) -> dict[str, torch.Tensor]:
         p = f"blocks.{i}."
         sd[p + "ln1.weight"], sd[p + "ln1.bias"] = randn(C, std=0.2, mean=1.0), randn(C, std=0.2)
         sd[p + "ln2.weight"], sd[p + "ln2.bias"] = randn(C, std=0.2, mean=1.0), randn(C, std=0.2)
-        for name in ("key", "query", "value", "proj"):
+        for name in ("w1", "value", "proj") if synthesizer else ("key", "query", "value", "proj"):
             sd[p + f"attn.{name}.weight"] = randn(C, C, std=1 / math.sqrt(C))
             sd[p + f"attn.{name}.bias"] = randn(C, std=0.2)
+        if synthesizer:
+            sd[p + "attn.w2"] = randn(C // N_HEAD, BLOCK - 1, std=1 / math.sqrt(C // N_HEAD))
+            sd[p + "attn.b2"] = randn(BLOCK - 1, std=0.5)
         # the reference registers these buffers persistently, so they are in its state_dict
         sd[p + "attn.mask"] = torch.tril(torch.ones(BLOCK, BLOCK)).view(1, 1, BLOCK, BLOCK)
         if rope:
@@ -80,7 +86,8 @@ def reference_apply_rope(x: torch.Tensor) -> torch.Tensor:
 
 
 def reference_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_head: int, rope: bool) -> torch.Tensor:
-    """minGPT (CS224N): x = tok_emb + pos_emb; blocks of x + attn(ln1(x)), x + mlp(ln2(x)); ln_f; head."""
+    """minGPT (CS224N): x = tok_emb + pos_emb; blocks of x + attn(ln1(x)), x + mlp(ln2(x)); ln_f; head. A block with
+    `attn.w1` is the synthesizer: scores ReLU(h A + b1) B[:, :T] + b2[:T], unscaled, masked as causal attention."""
     sd = {k: v.double() for k, v in sd.items()}
     B, T = idx.shape
     C = sd["tok_emb.weight"].shape[1]
@@ -92,12 +99,17 @@ def reference_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_head: in
     for i in range(n_layer):
         p = f"blocks.{i}."
         h = F.layer_norm(x, (C,), sd[p + "ln1.weight"], sd[p + "ln1.bias"])
-        k = F.linear(h, sd[p + "attn.key.weight"], sd[p + "attn.key.bias"]).view(B, T, n_head, hs).transpose(1, 2)
-        q = F.linear(h, sd[p + "attn.query.weight"], sd[p + "attn.query.bias"]).view(B, T, n_head, hs).transpose(1, 2)
         v = F.linear(h, sd[p + "attn.value.weight"], sd[p + "attn.value.bias"]).view(B, T, n_head, hs).transpose(1, 2)
-        if rope:
-            q, k = reference_apply_rope(q), reference_apply_rope(k)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        if p + "attn.w1.weight" in sd:
+            a = F.relu(F.linear(h, sd[p + "attn.w1.weight"], sd[p + "attn.w1.bias"]))
+            att = a.view(B, T, n_head, hs).transpose(1, 2) @ sd[p + "attn.w2"][:, :T] + sd[p + "attn.b2"][:T]
+        else:
+            k = F.linear(h, sd[p + "attn.key.weight"], sd[p + "attn.key.bias"]).view(B, T, n_head, hs).transpose(1, 2)
+            q = F.linear(h, sd[p + "attn.query.weight"], sd[p + "attn.query.bias"])
+            q = q.view(B, T, n_head, hs).transpose(1, 2)
+            if rope:
+                q, k = reference_apply_rope(q), reference_apply_rope(k)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         mask = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
         att = att.masked_fill(mask == 0, -1e10)
         att = F.softmax(att, dim=-1)
@@ -110,9 +122,10 @@ def reference_forward(sd: dict[str, torch.Tensor], idx: torch.Tensor, n_head: in
     return F.linear(x, sd["head.weight"])
 
 
-@pytest.mark.parametrize("rope", [False, True], ids=["learned", "rope"])
-def test_converted_model_matches_the_reference_forward(tmp_path, wiki_path, rope):
-    sd = reference_state_dict(rope)
+@pytest.mark.parametrize("variant", ["learned", "rope", "synthesizer"])
+def test_converted_model_matches_the_reference_forward(tmp_path, wiki_path, variant):
+    rope, synthesizer = variant == "rope", variant == "synthesizer"
+    sd = reference_state_dict(rope, synthesizer=synthesizer)
     params = tmp_path / "model.params"
     torch.save(sd, params)
     out = tmp_path / "converted"
@@ -125,25 +138,48 @@ def test_converted_model_matches_the_reference_forward(tmp_path, wiki_path, rope
     tok = AutoTokenizer.from_pretrained(out)
     assert type(model) is CharGPTForCausalLM and type(tok) is CharTokenizer
     cfg = model.config
+    block = BLOCK - 1 if synthesizer else BLOCK  # the skeleton's synthesizer tables reach block_size - 1 positions
     assert (cfg.vocab_size, cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.block_size) == (VOCAB, N_EMBD, N_LAYER, N_HEAD,
-                                                                                      BLOCK)
+                                                                                      block)
     assert cfg.position_embedding_type == ("rope" if rope else "learned")
+    assert cfg.attention_type == ("synthesizer" if synthesizer else "causal")
     assert tok.get_vocab() == CharTokenizer.from_corpus(wiki_path.read_text(encoding="utf-8")).get_vocab()
 
-    text = wiki_path.read_text(encoding="utf-8").splitlines()[3][:BLOCK]
+    text = wiki_path.read_text(encoding="utf-8").splitlines()[3][:block]  # the longest input the reference runs
     idx = torch.tensor([tok.encode(text), tok.encode(text[::-1])])
     expected = reference_forward(sd, idx, N_HEAD, rope)
     assert expected.std() > 0.5  # a meaningful comparison
     with torch.no_grad():
         logits = model(idx).logits.double()
     assert (logits - expected).abs().max().item() < 1e-5
-    # the comparison is sharp: swapping query and key in the reference is caught
+    # the comparison is sharp: swapping query and key (the synthesizer's b2 reversed) in the reference is caught
     swapped = dict(sd)
     for i in range(N_LAYER):
+        if synthesizer:
+            swapped[f"blocks.{i}.attn.b2"] = sd[f"blocks.{i}.attn.b2"].flip(0)
+            continue
         for part in ("weight", "bias"):
             swapped[f"blocks.{i}.attn.query.{part}"] = sd[f"blocks.{i}.attn.key.{part}"]
             swapped[f"blocks.{i}.attn.key.{part}"] = sd[f"blocks.{i}.attn.query.{part}"]
     assert (logits - reference_forward(swapped, idx, N_HEAD, rope)).abs().max().item() > 1e-2
+
+
+def test_a_synthesizer_checkpoint_converts_without_flags_and_greedy_answers_agree(tmp_path, wiki_path):
+    """The head count comes from w2's rows (head_dim); greedy decoding with the KV cache picks the reference's
+    argmax at every step up to the last position the tables cover."""
+    sd = reference_state_dict(rope=False, synthesizer=True, seed=1)
+    torch.save(sd, tmp_path / "synth.params")
+    model, tok = convert(tmp_path / "synth.params", wiki_path)
+    assert (model.config.n_head, model.config.block_size, model.config.attention_type) == (N_HEAD, BLOCK - 1,
+                                                                                          "synthesizer")
+    prompt = torch.tensor([tok.encode("Where was Ann born?")])
+    new = model.config.block_size - prompt.shape[1]
+    out = model.generate(prompt, max_new_tokens=new, do_sample=False, pad_token_id=0)
+    reference = prompt
+    for _ in range(new):
+        step = reference_forward(sd, reference, N_HEAD, rope=False)[:, -1].argmax(-1, keepdim=True)
+        reference = torch.cat([reference, step], dim=1)
+    assert torch.equal(out, reference)
 
 
 def test_rope_is_detected_and_head_count_read_from_the_rope_cache(tmp_path, wiki_path):
@@ -240,9 +276,26 @@ def test_clear_one_line_errors(tmp_path, wiki_path, capsys):
     assert "pos_emb" in _error_of(args(rope, wiki_path, "--position_embedding_type", "learned"), capsys)
     assert "rope_cache" in _error_of(args(rope, wiki_path, "--n_head", "8"), capsys)
 
-    synthesizer = tmp_path / "synth.params"
-    torch.save({**sd, "blocks.0.attn.w1.weight": torch.zeros(N_EMBD, N_EMBD)}, synthesizer)
-    assert "synthesizer" in _error_of(args(synthesizer), capsys)
+    # synthesizer checkpoints whose shapes match no reference variant
+    synth = reference_state_dict(rope=False, synthesizer=True)
+    half = tmp_path / "half_synth.params"  # w1 in a causal checkpoint: no w2
+    torch.save({**sd, "blocks.0.attn.w1.weight": torch.zeros(N_EMBD, N_EMBD)}, half)
+    assert "'blocks.0.attn.w2' is missing" in _error_of(args(half), capsys)
+    no_positions = tmp_path / "synth_no_pos.params"
+    torch.save({k: v for k, v in synth.items() if k != "pos_emb"}, no_positions)
+    assert "learned positions (pos_emb)" in _error_of(args(no_positions), capsys)
+    odd_rows = tmp_path / "synth_rows.params"
+    torch.save({**synth, "blocks.0.attn.w2": torch.zeros(7, BLOCK - 1)}, odd_rows)
+    assert "blocks.0.attn.w2 has 7 rows" in _error_of(args(odd_rows), capsys)
+    wide = tmp_path / "synth_wide.params"
+    torch.save({**synth, "blocks.0.attn.w2": torch.zeros(N_EMBD // N_HEAD, BLOCK + 1)}, wide)
+    assert "more than pos_emb's 32 positions" in _error_of(args(wide), capsys)
+    uneven = tmp_path / "synth_uneven.params"  # layer 1 one column narrower than layer 0
+    torch.save({**synth, "blocks.1.attn.b2": torch.zeros(BLOCK - 2)}, uneven)
+    assert "'transformer.blocks.1.attn.b2' has shape (30,), expected (31,)" in _error_of(args(uneven), capsys)
+    good_synth = tmp_path / "synth.params"
+    torch.save(synth, good_synth)
+    assert "has 16 rows (head_dim), which n_head=8" in _error_of(args(good_synth, wiki_path, "--n_head", "8"), capsys)
 
     with pytest.raises(ConversionError):
         convert(tmp_path / "nope.params", wiki_path)
