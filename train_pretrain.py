@@ -20,8 +20,10 @@ from dataclasses import dataclass, field, fields
 from transformers import HfArgumentParser
 
 from data_scripts import (
+    CORRUPTION_SPECS,
     OBJECTIVES,
     PLACEMENTS,
+    SCHEDULE_TOKENS,
     DeviceBatches,
     EncodedExamples,
     InterleavedDataset,
@@ -118,6 +120,14 @@ class PretrainDataArguments:
                   "asks of the model.",
                   "choices": list(OBJECTIVES)},
     )
+    corruption_spec: str = field(
+        default=CORRUPTION_SPECS[0],
+        metadata={"help": "Which handout's CharCorruptionDataset: '2024' pads the masked string to block_size + 1, so "
+                  "the reference's x and y hold block_size characters and its schedule counts block_size tokens per "
+                  "example; '2021' pads to block_size (block_size - 1 characters and tokens). The rows trained are "
+                  "the same (the last character is always PAD); the learning-rate schedule differs slightly.",
+                  "choices": list(CORRUPTION_SPECS)},
+    )
     device_data: bool = field(
         default=False,
         metadata={"help": "Build each step's batch with tensor operations on the training device "
@@ -133,6 +143,8 @@ class PretrainDataArguments:
             raise UsageError(f"--name_windows is a probability in [0, 1], got {self.name_windows}")
         if self.name_windows and self.device_data:
             raise UsageError("--name_windows needs the datasets path: leave out --device_data True")
+        if self.corruption_spec not in CORRUPTION_SPECS:
+            raise UsageError(f"--corruption_spec {self.corruption_spec!r}: choose one of {', '.join(CORRUPTION_SPECS)}")
         if self.objective not in OBJECTIVES:
             raise UsageError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
         if self.qa_only_epochs < 0:
@@ -179,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed,
                                                   name_windows=data_args.name_windows,
-                                                  objective=data_args.objective)
+                                                  objective=data_args.objective, spec=data_args.corruption_spec)
     mixed, prompts, order = {}, None, None
     if data_args.mixed_qa_corpus_path is not None:
         path = data_args.mixed_qa_corpus_path
@@ -217,13 +229,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
         **({"name_windows": data_args.name_windows} if data_args.name_windows else {}),
         **({"objective": data_args.objective} if data_args.objective != "span_corruption" else {}),
+        **({"corruption_spec": data_args.corruption_spec} if data_args.corruption_spec != CORRUPTION_SPECS[0] else {}),
         **({"device_data": True} if data_args.device_data else {}),
         **seeds_card(seeds, args.stack_seeds),
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
         final_tokens=(qa_epochs * qa_examples + (args.num_train_epochs - qa_epochs) * examples) * block,
-        tokens_per_example=block - 1,
+        tokens_per_example=SCHEDULE_TOKENS[data_args.corruption_spec](block),
         on_epoch_start=corruption.set_epoch,
         first_phase=first_phase,
         card=card,

@@ -12,7 +12,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "corruption": ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window",
+    "corruption": ["CORRUPTION_SPECS", "OBJECTIVES", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption",
+                   "draw_lengths", "name_window",
                    "predictable_documents", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from modeling_chargpt import IGNORE_INDEX
 
     from .corruption import (
+        CORRUPTION_SPECS,
         OBJECTIVES,
+        SCHEDULE_TOKENS,
         PlainDocuments,
         SpanCorruption,
         draw_lengths,
@@ -63,8 +66,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CORRUPTION_SPECS",
     "IGNORE_INDEX",
     "OBJECTIVES",
+    "SCHEDULE_TOKENS",
     "PLACEMENTS",
     "DataFileError",
     "DeviceBatches",

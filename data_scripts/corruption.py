@@ -7,13 +7,16 @@ For a document and one random draw:
    even ``L`` and ``(L + 1) / 4`` for odd ``L`` (the handout's "averaging 1/4 of the truncated length", with
    spread both ways). An empty document masks nothing (``masked_len = 0``). The masked span starts at
    ``randint(0, L - masked_len)``;
-3. ``masked_string = prefix + MASK + suffix + MASK + masked_content``, padded with PAD to ``block_size``.
+3. ``masked_string = prefix + MASK + suffix + MASK + masked_content``, padded with PAD to ``block_size + 1``
+   characters (the 2024 handout's spec; the 2021 code padded to ``block_size``: ``spec="2021"``).
 
 The reference trains on ``x = masked_string[:-1]``, ``y = masked_string[1:]`` with PAD targets ignored
-(``ignore_index=0``). In the transformers convention the model shifts, so ``input_ids`` is the whole
-``masked_string`` and ``labels`` is the same ids with -100 at every PAD: logits ``[:-1]`` against labels
-``[1:]`` are exactly the reference's x -> y terms, and the extra last input position only produces a logit
-that no label uses.
+(``ignore_index=0``): ``block_size`` characters each in 2024, ``block_size - 1`` in 2021 (`reference_pair`). In the
+transformers convention the model shifts, so ``input_ids`` is ``masked_string[:block_size]`` and ``labels`` the same
+ids with -100 at every PAD: logits ``[:-1]`` against labels ``[1:]`` are exactly the reference's x -> y terms. The
+2024 string's last character is always PAD (``L + 2 <= int(7/8 block) + 2 <= block_size``), an ignored target, so
+the rows, and every loss term, are the same for both years: what differs is what the reference's learning-rate
+schedule counts, ``len(y)`` tokens per example (`SCHEDULE_TOKENS`).
 
 Determinism: the draw for a document is a pure function of ``(seed, epoch, document idx)``, so a DataLoader
 resumed mid-epoch (``skip_first_batches``), sharded over processes, or prefetching, sees exactly the draws of
@@ -44,11 +47,15 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
-__all__ = ["OBJECTIVES", "PlainDocuments", "SpanCorruption", "draw_lengths", "name_window", "predictable_documents",
-           "span_corruption_dataset", "truncation_range"]
+__all__ = ["CORRUPTION_SPECS", "OBJECTIVES", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption", "draw_lengths",
+           "name_window", "predictable_documents", "span_corruption_dataset", "truncation_range"]
 
 # what a pretraining document becomes: the reference's span corruption, or the plain text (`PlainDocuments`)
 OBJECTIVES = ("span_corruption", "language_modeling")
+# The handout whose CharCorruptionDataset is followed, first the default: the newest. Its x and y hold this many
+# characters for a block size, which is what the reference schedule counts per example (all of y, PAD included).
+SCHEDULE_TOKENS = {"2024": lambda block_size: block_size, "2021": lambda block_size: block_size - 1}
+CORRUPTION_SPECS = tuple(SCHEDULE_TOKENS)
 
 
 def truncation_range(block_size: int) -> tuple[int, int]:
@@ -97,10 +104,14 @@ class SpanCorruption:
     Returns ``{"input_ids": [[...]], "labels": [[...]]}``, each row ``block_size`` long.
     """
 
-    def __init__(self, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0) -> None:
+    def __init__(self, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0,
+                 spec: str = CORRUPTION_SPECS[0]) -> None:
         truncation_range(block_size)  # validates it
         if not 0.0 <= name_windows <= 1.0:
             raise ValueError(f"name_windows is a probability in [0, 1], got {name_windows!r}")
+        if spec not in CORRUPTION_SPECS:
+            raise ValueError(f"spec {spec!r}: choose one of {', '.join(CORRUPTION_SPECS)}")
+        self.spec = spec
         self.name_windows = name_windows
         self.tokenizer = tokenizer
         self.block_size = block_size
@@ -120,12 +131,17 @@ class SpanCorruption:
                              + (f":{stream}" if stream else ""))
 
     def corrupt(self, text: str, rng: random.Random) -> str:
-        """The padded ``masked_string`` for one draw from ``rng``."""
+        """The padded ``masked_string`` for one draw from ``rng``: ``len(y) + 1`` characters (`SCHEDULE_TOKENS`)."""
         L, masked_len, start = draw_lengths(len(text), self.block_size, rng)
         doc = text[:L]
         prefix, masked, suffix = doc[:start], doc[start : start + masked_len], doc[start + masked_len :]
         masked_string = prefix + MASK_CHAR + suffix + MASK_CHAR + masked
-        return masked_string + PAD_CHAR * (self.block_size - len(masked_string))
+        return masked_string + PAD_CHAR * (SCHEDULE_TOKENS[self.spec](self.block_size) + 1 - len(masked_string))
+
+    def reference_pair(self, text: str, idx: int) -> tuple[str, str]:
+        """The reference's ``(x, y)`` for document ``idx`` in this epoch: ``masked_string[:-1]``, ``[1:]``."""
+        masked_string = self.corrupt(self.window(text, idx), self.rng_for(idx))
+        return masked_string[:-1], masked_string[1:]
 
     def window(self, text: str, idx: int) -> str:
         """The document this epoch corrupts: ``text``, or with probability ``name_windows`` a name window of it."""
@@ -135,7 +151,7 @@ class SpanCorruption:
         return name_window(text, self.block_size, rng) if rng.random() < self.name_windows else text
 
     def example(self, text: str, idx: int) -> dict[str, list[int]]:
-        ids = self.tokenizer.encode_text(self.corrupt(self.window(text, idx), self.rng_for(idx)))
+        ids = self.tokenizer.encode_text(self.corrupt(self.window(text, idx), self.rng_for(idx))[: self.block_size])
         pad = self.pad_token_id
         return {"input_ids": ids, "labels": [IGNORE_INDEX if t == pad else t for t in ids]}
 
@@ -168,15 +184,15 @@ def predictable_documents(docs: datasets.Dataset) -> datasets.Dataset:
 
 def span_corruption_dataset(
     docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0,
-    objective: str = "span_corruption",
+    objective: str = "span_corruption", spec: str = CORRUPTION_SPECS[0],
 ) -> tuple[datasets.Dataset, SpanCorruption]:
     """``docs`` (from `load_pretrain_corpus`) with the corruption (or, for ``objective="language_modeling"``, the
     plain text) as an on-access transform, and the transform itself (call its ``set_epoch`` every epoch)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if objective == "span_corruption":
-        corruption = SpanCorruption(tokenizer, block_size, seed, name_windows)
+        corruption = SpanCorruption(tokenizer, block_size, seed, name_windows, spec)
     else:
-        corruption = PlainDocuments(tokenizer, block_size, seed, name_windows)
+        corruption = PlainDocuments(tokenizer, block_size, seed, name_windows, spec)
         docs = predictable_documents(docs)
     return docs.with_transform(corruption), corruption

@@ -3,9 +3,10 @@
     python -m data_scripts.preview charcorruption --data_dir ../shared/data
     python -m data_scripts.preview namedata --data_dir ../shared/data
 
-Each example prints as the reference does: ``x:`` the model input the reference feeds (``input_ids[:-1]``)
-and ``y:`` the target at each of those positions (``labels[1:]``), PAD and ignored targets shown as PAD
-(``\\u25a1``), so ``x[i]`` is trained to predict ``y[i]``.
+Each example prints as the reference does: ``x:`` the model input the reference feeds and ``y:`` the target at each
+of those positions, PAD and ignored targets shown as PAD (``\\u25a1``), so ``x[i]`` is trained to predict ``y[i]``.
+Span corruption's x and y are ``block_size`` characters long (the 2024 handout; ``--corruption_spec 2021``: one
+fewer), the name prompts' ``block_size - 1`` (``input_ids[:-1]`` and ``labels[1:]``), as in every handout.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, PAD_CHAR, CharTokenizer
 
-from .corruption import span_corruption_dataset
+from .corruption import CORRUPTION_SPECS, span_corruption_dataset
 from .loading import load_pretrain_corpus, load_qa_tsv
 from .name_prompts import name_prompt_dataset
 from .textfiles import DataFileError
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num_examples", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epoch", type=int, default=0, help="span corruption draws of this epoch")
+    parser.add_argument("--corruption_spec", choices=CORRUPTION_SPECS, default=CORRUPTION_SPECS[0],
+                        help="the handout whose CharCorruptionDataset sets the lengths of x and y")
     args = parser.parse_args(argv)
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
@@ -49,16 +52,19 @@ def main(argv: list[str] | None = None) -> int:
         text, docs = load_pretrain_corpus(data_dir / "wiki.txt")
         tokenizer = CharTokenizer.from_corpus(text)
         if args.dataset_type == "charcorruption":
-            ds, corruption = span_corruption_dataset(docs, tokenizer, args.block_size, args.seed)
+            ds, corruption = span_corruption_dataset(docs, tokenizer, args.block_size, args.seed,
+                                                     spec=args.corruption_spec)
             corruption.set_epoch(args.epoch)
+            pairs = [corruption.reference_pair(docs[i]["text"], docs[i]["idx"])
+                     for i in range(min(args.num_examples, len(docs)))]
         else:
             tsv = data_dir / "birth_places_train.tsv"
             ds = name_prompt_dataset(load_qa_tsv(tsv, block_size=args.block_size), tokenizer, args.block_size, tsv)
+            pairs = [format_example(ds[i], tokenizer) for i in range(min(args.num_examples, len(ds)))]
     except (DataFileError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    for i in range(min(args.num_examples, len(ds))):
-        x, y = format_example(ds[i], tokenizer)
+    for x, y in pairs:
         print("x:", x)
         print("y:", y)
     return 0

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from data_scripts import (
+    SCHEDULE_TOKENS,
     PlainDocuments,
     SpanCorruption,
     asked_person,
@@ -118,8 +119,8 @@ def test_same_loss_as_the_reference_x_y_convention(draws):
 def test_empty_and_short_documents(corpus):
     _, _, tok = corpus
     sc = SpanCorruption(tok, BLOCK, seed=0)
-    # wiki.txt's final empty document (the reference keeps it): MASK MASK then PAD
-    assert sc.corrupt("", random.Random(0)) == MASK_CHAR * 2 + PAD_CHAR * (BLOCK - 2)
+    # wiki.txt's final empty document (the reference keeps it): MASK MASK then PAD, block_size + 1 in all (2024)
+    assert sc.corrupt("", random.Random(0)) == MASK_CHAR * 2 + PAD_CHAR * (BLOCK - 1)
     ex = sc.example("", 2937)
     assert ex["input_ids"][:3] == [1, 1, 0] and ex["labels"][:3] == [1, 1, -100]
     for doc in ["A", "Ab", "Abc", "Abcd", "Abcde"]:
@@ -128,10 +129,12 @@ def test_empty_and_short_documents(corpus):
             assert prefix + masked + suffix == doc and len(masked) >= 1
 
 
-def test_reference_algorithm_verbatim(corpus):
-    """Same draws, same string as the reference __getitem__ written out with the same generator."""
+@pytest.mark.parametrize("spec,padded_to", [("2024", BLOCK + 1), ("2021", BLOCK)])
+def test_reference_algorithm_verbatim(corpus, spec, padded_to):
+    """Same draws, same string as the reference __getitem__ written out with the same generator; the 2024 handout
+    pads the masked string to block_size + 1 characters, the 2021 code to block_size."""
     _, docs, tok = corpus
-    sc = SpanCorruption(tok, BLOCK)
+    sc = SpanCorruption(tok, BLOCK, spec=spec)
     for i, doc in enumerate(list(docs["text"])[:500]):
         rng_ours, rng_ref = random.Random(i), random.Random(i)
         trunc_len = rng_ref.randint(4, int(BLOCK * 7 / 8))
@@ -140,8 +143,26 @@ def test_reference_algorithm_verbatim(corpus):
         start = rng_ref.randint(0, len(d) - masked_len) if d else 0
         prefix, masked, suffix = d[:start], d[start : start + masked_len], d[start + masked_len :]
         ref = prefix + MASK_CHAR + suffix + MASK_CHAR + masked
-        ref += PAD_CHAR * (BLOCK - len(ref))
+        ref += PAD_CHAR * (padded_to - len(ref))
         assert sc.corrupt(doc, rng_ours) == ref
+
+
+def test_the_2024_pair_is_block_size_long_and_trains_the_same_rows(corpus):
+    """x and y of the 2024 handout hold block_size characters (2021: one fewer); the masked string's last character
+    is always PAD, so the rows trained (and every loss term) are the same for both years; only the schedule's count
+    per example differs."""
+    _, docs, tok = corpus
+    new, old = SpanCorruption(tok, BLOCK, seed=3), SpanCorruption(tok, BLOCK, seed=3, spec="2021")
+    assert (new.spec, SCHEDULE_TOKENS["2024"](BLOCK), SCHEDULE_TOKENS["2021"](BLOCK)) == ("2024", BLOCK, BLOCK - 1)
+    for i, doc in enumerate(list(docs["text"])[:300]):
+        x, y = new.reference_pair(doc, i)
+        x_old, y_old = old.reference_pair(doc, i)
+        assert (len(x), len(y), len(x_old), len(y_old)) == (BLOCK, BLOCK, BLOCK - 1, BLOCK - 1)
+        assert x[1:] == y[:-1] and y[-1] == PAD_CHAR and x[:-1] == x_old and y[:-1] == y_old
+        assert new.example(doc, i) == old.example(doc, i)
+        assert len(new.example(doc, i)["input_ids"]) == BLOCK
+    with pytest.raises(ValueError, match="spec '2022'"):
+        SpanCorruption(tok, BLOCK, spec="2022")
 
 
 def test_draws_are_a_pure_function_of_seed_epoch_and_index(corpus):

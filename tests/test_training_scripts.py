@@ -132,6 +132,20 @@ def test_mixed_training_adds_the_name_prompts_to_every_epoch_and_the_schedule(wo
     assert "mixed with name prompts" in card and "| mixed_name_prompts | 40 |" in card
 
 
+@pytest.mark.parametrize("spec,counted", [(None, 64), ("2021", 63)])
+def test_the_schedule_counts_the_handouts_tokens_per_example(spec, counted, world, tmp_path, monkeypatch):
+    """The 2024 handout's x and y hold block_size characters, the 2021 code's one fewer: the reference schedule
+    counts len(y) tokens per example, PAD included (here block_size 64, 8 examples a step)."""
+    seen = spy_on_train(monkeypatch, train_pretrain)
+    out = tmp_path / "run"
+    flags = ["--corruption_spec", spec] if spec else []
+    argv = pretrain_args(world, out, "--max_steps", "1", "--checkpointing_steps", "1", *flags)
+    assert run_cli(train_pretrain.main, argv) == 0
+    assert seen["tokens_per_example"] == counted
+    state = json.loads((out / "checkpoints" / "step-00000001" / "trainer_state.json").read_text())
+    assert state["schedule"]["tokens"] == 8 * counted
+
+
 def test_device_data_pretraining_learns_checkpoints_and_resumes_identically(world, tmp_path, monkeypatch):
     """--device_data True: batches built on the device, mixed with the name prompts; a run stopped at a
     checkpoint and resumed ends with the weights and losses of one that was not."""

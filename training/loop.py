@@ -126,8 +126,8 @@ def train(
 ) -> TrainResult:
     """Train with the reference optimiser and token schedule, resumably; save the model when done.
 
-    `tokens_per_example` is what the reference schedule counts per example (block_size - 1 target positions,
-    PAD included), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
+    `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included:
+    `data_scripts.SCHEDULE_TOKENS` for span corruption, block_size - 1 for a name prompt), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
     corruption transform re-draw for each epoch. A `DeviceBatches` (`--device_data True`) replaces the dataset,
     the collate function and the DataLoader: its batches are built on the device from the step alone; a
     `SeedBatches` does so for a `SeedStack` model (`--seeds`: several seeds in lockstep, training/seeds.py; with
