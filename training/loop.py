@@ -127,11 +127,12 @@ def train(
     """Train with the reference optimiser and token schedule, resumably; save the model when done.
 
     `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included:
-    `data_scripts.SCHEDULE_TOKENS` for span corruption, block_size - 1 for a name prompt), so packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets the
-    corruption transform re-draw for each epoch. A `DeviceBatches` (`--device_data True`) replaces the dataset,
-    the collate function and the DataLoader: its batches are built on the device from the step alone; a
-    `SeedBatches` does so for a `SeedStack` model (`--seeds`: several seeds in lockstep, training/seeds.py; with
-    `--stack_seeds` trained as one `SeedEnsemble`, training/stacking.py).
+    `data_scripts.SCHEDULE_TOKENS` for span corruption, block_size - 1 for a name prompt), so packing changes the
+    compute but not the schedule. `on_epoch_start(epoch)` lets the corruption transform re-draw for each epoch. A
+    `DeviceBatches` (`--device_data True`) replaces the dataset, the collate function and the DataLoader: its
+    batches are built on the device from the step alone; a `SeedBatches` does so for a `SeedStack` model (`--seeds`:
+    several seeds in lockstep, training/seeds.py; with `--stack_seeds` trained as one `SeedEnsemble`,
+    training/stacking.py).
     Losses are read back from the device every `--sync_steps` steps and before every save (`training.syncing`);
     the NaN check, the logs and Ctrl-C act there. `first_phase=(n, dataset)` trains the first n of the
     `--num_train_epochs` on `dataset` instead (pretraining's QA-only epochs, `--qa_only_epochs`): an epoch is a pass
