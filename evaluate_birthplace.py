@@ -33,6 +33,7 @@ from training import (
     atomic_write_json,
     atomic_write_text,
     check_chargpt_folder,
+    check_output_file,
     load_chargpt,
     parse_args,
     run_cli,
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
     html_path = args.html_path or (report_path_for(args.outputs_path) if args.outputs_path else None)
+    for flag, path in (("--outputs_path", args.outputs_path), ("--results_path", args.results_path),
+                       ("--records_path", records_path), ("--html_path", html_path)):
+        check_output_file(path, flag)  # before the decoding, not after it
     analyse = bool(records_path or html_path or args.abstain_below or args.abstain_ungrounded)
     qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)
     questions, gold = qa["question"], qa["answer"]

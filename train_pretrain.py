@@ -35,6 +35,7 @@ from data_scripts import (
     question_documents,
     recitation_dataset,
     span_corruption_dataset,
+    truncation_range,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
@@ -176,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if qa_epochs and qa_epochs >= args.num_train_epochs:
         raise UsageError(f"--qa_only_epochs {qa_epochs} leaves no mixed epoch of --num_train_epochs "
                          f"{args.num_train_epochs}")
+    try:
+        truncation_range(model_args.block_size)  # the smallest block span corruption fits in
+    except ValueError as err:
+        raise UsageError(f"--block_size {model_args.block_size}: {err}") from None
     seeds = parse_seeds(args.seeds)
     check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
                 stack_seeds=args.stack_seeds)

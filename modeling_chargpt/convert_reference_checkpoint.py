@@ -222,6 +222,8 @@ def convert(
     block_size: int | None = None,
 ) -> tuple[CharGPTForCausalLM, CharTokenizer]:
     """Build the chargpt model and tokenizer of a reference checkpoint; save both to `output_dir` if given."""
+    if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
+        raise ConversionError(f"--output_dir {output_dir}: a file, not a folder")
     state_dict = load_reference_state_dict(params_path)
     corpus = Path(pretrain_corpus_path)
     if not corpus.is_file():
@@ -245,8 +247,11 @@ def convert(
     model.load_state_dict({k: v.float() for k, v in converted.items()}, strict=True)
     model.eval()
     if output_dir is not None:
-        model.save_pretrained(output_dir)
-        tokenizer.save_pretrained(output_dir)
+        try:
+            model.save_pretrained(output_dir)
+            tokenizer.save_pretrained(output_dir)
+        except OSError as e:  # under a file, or a folder one cannot write in
+            raise ConversionError(f"--output_dir {output_dir}: cannot write there ({e.strerror})") from None
     return model, tokenizer
 
 

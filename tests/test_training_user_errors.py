@@ -4,11 +4,18 @@ printed, there is no traceback, and nothing is written."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from processes import ROOT, run_concurrently, user_env
+
+import evaluate_birthplace
+import train_pretrain
+from training import run_cli
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64"]
 QUICK = ["--report_to", "none", "--max_steps", "1", "--per_device_train_batch_size", "4"]
@@ -45,7 +52,7 @@ def test_output_folders_that_cannot_take_the_run(wiki, finished, tmp_path):
     cases = {  # output_dir, extra flags, the line
         "a file": (a_file, [], f"error: --output_dir {a_file}: not a folder"),
         "under a file": (a_file / "run", [],
-                         f"error: --output_dir {a_file / 'run'}: not a folder ({a_file} is a file)"),
+                         f"error: --output_dir {a_file / 'run'}: cannot be created ({a_file} is a file)"),
         "unwritable": (Path("/sys/chargpt-run"), [],
                        "error: --output_dir /sys/chargpt-run: cannot write in /sys (Permission denied)"),
         "another run's model": (finished, [], f"error: --output_dir {finished} holds another run's final model "
@@ -109,3 +116,109 @@ def test_resuming_another_runs_checkpoint_names_each_difference(wiki, finished, 
         else:
             assert line.endswith(f"({expected})"), (case, line)
     assert not any((tmp_path / name).exists() for name in "abcde")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the same class of input, found by trying each CLI with damaged, empty and mismatched files: in this process
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.rstrip().splitlines()
+    assert lines and lines[-1].startswith("error: ") and sum(line.startswith("error: ") for line in lines) == 1, err
+    return lines[-1]
+
+
+@pytest.mark.parametrize("name,text,expected", [
+    ("empty.yaml", "", "no value for the required flag(s) pretrain_corpus_path, output_dir"),
+    ("unknown.json", '{"nope": 1}', "unknown flag 'nope' (see --help)"),
+    ("type.json", '{"num_train_epochs": "abc"}', "num_train_epochs: 'abc' is not a valid int"),
+    ("choice.yaml", "position_embedding_type: alibi", "position_embedding_type: 'alibi' is not one of ['learned', "
+     "'rope', 'sinusoidal', 'none']"),
+    ("absent.json", None, "file not found"),
+])
+def test_an_argument_file_is_checked_as_the_command_line_is(name, text, expected, tmp_path, capsys):
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    assert run_cli(train_pretrain.main, [str(path)]) == 1
+    assert error_line(capsys) == f"error: {path}: {expected}"
+
+
+def test_an_argument_file_s_values_are_converted_as_flags_are(wiki, tmp_path):
+    out = tmp_path / "run"
+    path = tmp_path / "args.yaml"
+    path.write_text(f"pretrain_corpus_path: {wiki}\noutput_dir: {out}\nn_layer: '1'\nn_head: 2\nn_embd: 32\n"
+                    "block_size: 64\nmax_steps: 1\nreport_to: none\ndisable_tqdm: 'true'\n", encoding="utf-8")
+    assert run_cli(train_pretrain.main, [str(path)]) == 0
+    assert json.loads((out / "config.json").read_text())["n_layer"] == 1
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--learning_rate", "-1"], "--learning_rate must be a positive number, got -1.0"),
+    (["--learning_rate", "nan"], "--learning_rate must be a positive number, got nan"),
+    (["--learning_rate", "1e38", "--max_grad_norm", "0"], "--learning_rate 1e+38: AdamW's step overflows float32; "
+     "give a smaller rate"),
+    (["--num_train_epochs", "0"], "--num_train_epochs must be at least 1, got 0"),
+    (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be at least 1, got 0"),
+    (["--block_size", "8"], "--block_size 8: span corruption needs an integer block_size >= 9"),
+])
+def test_training_values_that_cannot_train_are_one_line(flags, expected, wiki, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, "--report_to", "none",
+            "--max_steps", "2", "--disable_tqdm", "True", *flags]
+    assert run_cli(train_pretrain.main, argv) == 1
+    assert error_line(capsys).startswith("error: " + expected)
+    assert not (out / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("damaged", ["trainer_state.json", "model.safetensors", "optimizer.bin"])
+def test_resuming_from_a_damaged_checkpoint_is_one_line(damaged, wiki, finished, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    checkpoint = out / "checkpoints" / "step-00000001"
+    (checkpoint / damaged).write_bytes((checkpoint / damaged).read_bytes()[:20])
+    argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(out), *TINY, *QUICK, "--max_steps", "2",
+            "--disable_tqdm", "True", "--resume_from_checkpoint", "latest"]
+    assert run_cli(train_pretrain.main, argv) == 1
+    what = f"{damaged} is damaged or truncated" if damaged.endswith(".json") else "a file of it is damaged"
+    assert error_line(capsys).startswith(f"error: --resume_from_checkpoint {checkpoint}: {what}")
+
+
+def test_evaluation_output_paths_are_checked_before_decoding(wiki, finished, tmp_path, capsys, monkeypatch):
+    """No output can be written: one line before any question is decoded (the model is never loaded)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x\n")
+    monkeypatch.setattr(evaluate_birthplace, "load_chargpt", lambda *a, **k: pytest.fail("decoded anyway"))
+    dev = str(wiki.parent / "birth_dev.tsv")
+    cases = [
+        (["--outputs_path", str(tmp_path)], f"--outputs_path {tmp_path}: a folder, expected a file name"),
+        (["--outputs_path", str(a_file / "p")], f"--outputs_path {a_file / 'p'}: cannot be created ({a_file} is a "
+         "file)"),
+        (["--results_path", str(a_file / "r.json")], f"--results_path {a_file / 'r.json'}: cannot be created"),
+        (["--outputs_path", "/sys/p"], "--outputs_path /sys/p: cannot write in /sys (Permission denied)"),
+    ]
+    for flags, expected in cases:
+        argv = ["--model_name_or_path", str(finished), "--eval_corpus_path", dev, *flags]
+        assert run_cli(evaluate_birthplace.main, argv) == 1
+        assert error_line(capsys).startswith("error: " + expected)
+
+
+def test_the_converter_refuses_an_output_it_cannot_write(tmp_path, capsys):
+    from test_convert_reference_checkpoint import reference_state_dict
+
+    from modeling_chargpt.convert_reference_checkpoint import main as convert_main
+
+    params = tmp_path / "ref.params"
+    torch.save(reference_state_dict(rope=False), params)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x\n")
+    corpus = ROOT.parent / "shared" / "data" / "wiki.txt"
+    for out, expected in [(a_file, f"--output_dir {a_file}: a file, not a folder"),
+                          (a_file / "c", f"--output_dir {a_file / 'c'}: cannot write there (Not a directory)")]:
+        argv = ["--params", str(params), "--pretrain_corpus_path", str(corpus), "--output_dir", str(out)]
+        assert convert_main(argv) == 1
+        assert error_line(capsys) == "error: " + expected
+    assert a_file.read_text() == "x\n"

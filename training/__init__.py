@@ -22,6 +22,7 @@ _EXPORTS = {
     "errors": ["TrainingDivergedError", "UsageError"],
     "files": ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "replace_folder"],
     "loop": ["build_optimizer", "make_accelerator", "train"],
+    "outputs": ["check_output_dir", "check_output_file"],
     "precision": ["cpu_has_fast_bf16", "resolve_precision"],
     "pretrained": ["check_chargpt_folder", "load_chargpt"],
     "reporting": ["report_done", "run_card"],
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .errors import TrainingDivergedError, UsageError
     from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
     from .loop import build_optimizer, make_accelerator, train
+    from .outputs import check_output_dir, check_output_file
     from .precision import cpu_has_fast_bf16, resolve_precision
     from .pretrained import check_chargpt_folder, load_chargpt
     from .reporting import report_done, run_card
@@ -76,6 +78,8 @@ __all__ = [
     "build_optimizer",
     "check_seeds",
     "check_chargpt_folder",
+    "check_output_dir",
+    "check_output_file",
     "collate_for",
     "cpu_has_fast_bf16",
     "device_batches",

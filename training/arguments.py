@@ -7,6 +7,7 @@ them, and `training.cli.parse_args` fills them in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
@@ -199,6 +200,12 @@ class TrainingArguments:
     def __post_init__(self) -> None:
         if self.torch_compile_mode is not None or self.torch_compile_backend is not None:
             self.torch_compile = True  # as in transformers' TrainingArguments
+        if self.learning_rate is not None and not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise UsageError(f"--learning_rate must be a positive number, got {self.learning_rate}")
+        for name in ("num_train_epochs", "per_device_train_batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UsageError(f"--{name} must be at least 1, got {value}")
 
 
 def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTConfig:

@@ -4,12 +4,14 @@ counters, the schedule and the losses), written so a crash never leaves a broken
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from accelerate import Accelerator
+from safetensors import SafetensorError
 
 from .errors import UsageError
 from .files import atomic_write_json, replace_folder
@@ -117,7 +119,11 @@ def load_checkpoint(
     members would not load, or would train on another seed's batches; stacked members (`--stack_seeds`) resume
     only stacked, their weights being saved as stacked tensors. A checkpoint of another stage, model or vocabulary
     than `identity` says (`run_identity`) is refused in one line naming each difference."""
-    saved = json.loads((path / TRAINER_STATE).read_text())
+    try:
+        saved = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UsageError(f"--resume_from_checkpoint {path}: {TRAINER_STATE} is damaged or truncated ({err}); "
+                         "resume from an earlier checkpoint") from None
     written = (saved.get("seeds"), saved.get("stack_seeds", False))
     if written != (seeds, stacked):
         raise UsageError(f"--resume_from_checkpoint {path}: written by a run {_seeds_flag(*written)}, "
@@ -127,11 +133,13 @@ def load_checkpoint(
         raise UsageError(f"--resume_from_checkpoint {path}: written by another run ({'; '.join(differences)})")
     try:
         accelerator.load_state(str(path))
-    except RuntimeError as err:  # an older checkpoint, saved without its run's identity
+    except (RuntimeError, SafetensorError, pickle.UnpicklingError, EOFError) as err:
         mismatch = re.search(r"(size mismatch for .*|Missing key\(s\).*|Unexpected key\(s\).*)", str(err))
-        if mismatch is None:
-            raise
-        raise UsageError(f"--resume_from_checkpoint {path}: written by another run ({mismatch.group(1)})") from None
+        if mismatch is not None:  # an older checkpoint, saved without its run's identity
+            raise UsageError(f"--resume_from_checkpoint {path}: written by another run ({mismatch.group(1)})") from None
+        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(f"--resume_from_checkpoint {path}: a file of it is damaged or truncated ({first_line}); "
+                         "resume from an earlier checkpoint") from None
     schedule.load_state_dict(saved["schedule"])
     return TrainState(saved["global_step"], saved["epoch"], saved["step_in_epoch"],
                       [tuple(x) for x in saved["losses"]], seeds=seeds, stacked=stacked,

@@ -49,7 +49,7 @@ def given_args(parser: HfArgumentParser, argv: Sequence[str] | None = None) -> d
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        return _read_args_file(Path(argv[0]))
+        return _checked_file_values(parser, Path(argv[0]), _read_args_file(Path(argv[0])))
     unset = object()
     names = [f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init]
     namespace, remaining = parser.parse_known_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
@@ -62,9 +62,14 @@ def _read_args_file(path: Path) -> dict[str, Any]:
     """The flags an argument file holds, as a mapping; a file that is not one is a one-line error naming it."""
     try:
         text = path.read_text(encoding="utf-8")
-        values = json.loads(text) if path.suffix == ".json" else (yaml.safe_load(text) or {})
+    except FileNotFoundError:
+        raise DataFileError(path, None, "file not found") from None
+    except IsADirectoryError:
+        raise DataFileError(path, None, "is a directory, expected a JSON or YAML file of flags") from None
     except UnicodeDecodeError as err:
         raise DataFileError(path, None, f"not UTF-8 text ({err.reason})") from None
+    try:
+        values = json.loads(text) if path.suffix == ".json" else (yaml.safe_load(text) or {})
     except json.JSONDecodeError as err:
         raise DataFileError(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
     except yaml.YAMLError as err:  # the problem and its line, without yaml's multi-line excerpt
@@ -74,6 +79,31 @@ def _read_args_file(path: Path) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise DataFileError(path, None, "expected a mapping of flag names to values")
     return values
+
+
+def _checked_file_values(parser: HfArgumentParser, path: Path, values: dict[str, Any]) -> dict[str, Any]:
+    """An argument file's flags checked as argparse checks them on a command line (`parse_dict` checks nothing):
+    each a flag of the script, of its type and among its choices, every required one given. Values come back
+    converted ("3" -> 3); a bad one is a one-line error naming the file and the flag."""
+    actions = {action.dest: action for action in parser._actions if action.dest != "help"}
+    checked = {}
+    for name, value in values.items():
+        action = actions.get(name)
+        if action is None:
+            raise DataFileError(path, None, f"unknown flag {name!r} (see --help)")
+        if value is not None and action.type is not None:
+            try:
+                value = action.type(value if isinstance(value, str | bool) else str(value))
+            except (TypeError, ValueError, argparse.ArgumentTypeError):
+                type_name = getattr(action.type, "__name__", "value")
+                raise DataFileError(path, None, f"{name}: {value!r} is not a valid {type_name}") from None
+        if action.choices is not None and value not in action.choices:
+            raise DataFileError(path, None, f"{name}: {value!r} is not one of {list(action.choices)}")
+        checked[name] = value
+    missing = [name for name, action in actions.items() if action.required and name not in checked]
+    if missing:
+        raise DataFileError(path, None, f"no value for the required flag(s) {', '.join(missing)}")
+    return checked
 
 
 def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stage: str | None = None) -> tuple:

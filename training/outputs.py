@@ -12,24 +12,40 @@ from .errors import UsageError
 FINAL_MODEL_FILES = ("config.json", "model.safetensors", "train_results.json")
 
 
+def _writable_ancestor(folder: Path, flag: str, given: Path) -> Path:
+    """The nearest of `folder` and its parents that exists, checked to be a folder one can write in; otherwise a
+    one-line `UsageError` naming `flag` and the path the user `given`."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not existing.is_dir():
+        raise UsageError(f"{flag} {given}: not a folder" if existing == given
+                         else f"{flag} {given}: cannot be created ({existing} is a file)")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise UsageError(f"{flag} {given}: cannot write in {existing} ({err.strerror})") from None
+    return existing
+
+
 def check_output_dir(output_dir: str, overwrite: bool = False, resuming: bool = False) -> None:
     """Refuse, in one line, an `output_dir` that is a file, lies under a file, cannot be written, or holds another
     run's final model (without `--overwrite_output_dir`, as transformers' examples do; resuming continues a run,
     so its model may be there). Creates nothing: a run that fails later on its input leaves no folder behind."""
     path = Path(output_dir)
-    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor or "."))
-    if not existing.is_dir():
-        where = "" if existing == path else f" ({existing} is a file)"
-        raise UsageError(f"--output_dir {output_dir}: not a folder{where}")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise UsageError(f"--output_dir {output_dir}: cannot write in {existing} ({err.strerror})") from None
-    if existing != path or overwrite or resuming:
+    if _writable_ancestor(path, "--output_dir", path) != path or overwrite or resuming:
         return
     final = [p for name in FINAL_MODEL_FILES for p in (path / name, *sorted(path.glob(f"seed-*/{name}")))
              if p.is_file()]
     if final:
         raise UsageError(f"--output_dir {output_dir} holds another run's final model ({final[0]}): pass "
                          "--overwrite_output_dir True to replace it, or --resume_from_checkpoint latest to continue")
+
+
+def check_output_file(path: str | None, flag: str) -> None:
+    """Refuse, in one line, an output file `path` (given as `flag`) that is a folder or whose folder cannot be made
+    or written in: checked before the work that produces it, not after."""
+    if path is None:
+        return
+    if Path(path).is_dir():
+        raise UsageError(f"{flag} {path}: a folder, expected a file name")
+    _writable_ancestor(Path(path).parent, flag, Path(path))
