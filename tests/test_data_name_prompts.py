@@ -96,12 +96,13 @@ def test_preview_cli(data_dir, capsys, tmp_path):
     x, y = lines[0][3:], lines[1][3:]
     assert x == "Where was Khatchig Mouradian born?\u2047Lebanon\u2047" + PAD_CHAR * (BLOCK - 1 - 43)
     assert y == PAD_CHAR * 33 + "\u2047Lebanon\u2047" + PAD_CHAR * (BLOCK - 1 - 42)  # the reference's y
-    assert main(["charcorruption", "--data_dir", str(data_dir), "--num_examples", "3"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line[:3] for line in lines] == ["x: ", "y: "] * 3
-    for x, y in zip(lines[::2], lines[1::2], strict=True):
-        x, y = x[3:], y[3:]
-        assert len(x) == len(y) == BLOCK - 1 and x[1:] == y[:-1]  # y is x shifted by one
-        assert x.rstrip(PAD_CHAR).count(MASK_CHAR) == 2
+    for spec, length in [([], BLOCK), (["--corruption_spec", "2021"], BLOCK - 1)]:  # the 2024 handout's x, y
+        assert main(["charcorruption", "--data_dir", str(data_dir), "--num_examples", "3", *spec]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line[:3] for line in lines] == ["x: ", "y: "] * 3
+        for x, y in zip(lines[::2], lines[1::2], strict=True):
+            x, y = x[3:], y[3:]
+            assert len(x) == len(y) == length and x[1:] == y[:-1]  # y is x shifted by one
+            assert x.rstrip(PAD_CHAR).count(MASK_CHAR) == 2
     assert main(["namedata", "--data_dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'wiki.txt'}: file not found"

@@ -94,7 +94,7 @@ class _Replay(random.Random):
 
 def _reference_row(sc: SpanCorruption, text: str, L: int, masked: int, start: int) -> str:
     trunc = L if L >= 4 else 4  # L < 4 only when the document is shorter: any draw >= 4 truncates it to itself
-    return sc.corrupt(text, _Replay([trunc, masked, start] if L else [trunc]))
+    return sc.corrupt(text, _Replay([trunc, masked, start] if L else [trunc]))[: sc.block_size]  # the row trained
 
 
 def _exact_pmf(n: int) -> dict[tuple[int, int, int], float]:

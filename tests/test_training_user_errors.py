@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +225,19 @@ def test_the_converter_refuses_an_output_it_cannot_write(tmp_path, capsys):
         assert convert_main(argv) == 1
         assert error_line(capsys) == "error: " + expected
     assert a_file.read_text() == "x\n"
+
+
+def test_ctrl_c_with_the_progress_bar_ends_on_its_saved_checkpoint_line(wiki, tmp_path):
+    """Ctrl-C is an exit path too: the bar is closed before the line that says where the checkpoint went."""
+    out = tmp_path / "run"
+    cmd = pretrain(wiki, out, "--max_steps", "100000", "--checkpointing_steps", "3")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=user_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("checkpoints/step-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert "pretrain:" in stderr  # the bar was drawn
+    last = stderr.rstrip().splitlines()[-1]
+    assert "interrupted: saved " in last and last.endswith("continue with --resume_from_checkpoint latest"), last
