@@ -21,13 +21,13 @@ import torch
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
-from data_scripts import asked_person, load_qa_tsv
+from data_scripts import load_qa_tsv
 from evaluation.confidence import describe, summarize
-from evaluation.predict import check_questions, load_metric, predict_birthplaces, recite
+from evaluation.predict import check_questions, load_metric
 from evaluation.record_files import as_line, records_path_for, write_records
-from evaluation.records import build_records, find_wiki, score_answers, score_recitations
+from evaluation.records import build_records, find_wiki
 from evaluation.report_html import report_path_for, write_report
-from evaluation.spans import answer_from_recitation, continue_recitations
+from modeling_chargpt.answering import AnsweringSettings, answer_questions
 from training import (
     UsageError,
     atomic_write_json,
@@ -67,7 +67,8 @@ class EvalArguments:
                 "recitation and answer together) is below this, in (0, 1)."})
     answer_from_recitation: bool = field(default=False, metadata={
         "help": "A reciting model (--recite True) answers with the span (1-3 words) of its own recitation it finds "
-                "most probable as the place where the recitation stops (evaluation/spans.py), not by free decoding."})
+                "most probable as the place where the recitation stops (modeling_chargpt/answering.py), not by free "
+                "decoding."})
     continue_recitation: bool = field(default=False, metadata={
         "help": "With --answer_from_recitation: a recitation cut at its limit (3/4 of the block) is continued, MASK "
                 "forbidden, and the spans reaching into the continuation compete too, each scored as 'recitation "
@@ -120,29 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{config.answer_format!r}); it needs a model finetuned with --recite True")
         model, tokenizer = load_chargpt(args.model_name_or_path)
         model = model.to(device)
-        contexts = questions  # what each answer follows: the question, or the model's recitation (--recite True)
         if config.answer_format == "recite":
             logger.info("%s answers after reciting what it read about the person (answer_format='recite')",
                         args.model_name_or_path)
-            names = [asked_person(q) for q in questions]
-            contexts = recitations = recite(model, tokenizer, names, args.batch_size)
-        if args.answer_from_recitation:
-            more = continue_recitations(model, tokenizer, recitations, args.batch_size) if args.continue_recitation \
-                else None
-            recitations, spans = answer_from_recitation(model, tokenizer, names, recitations,
-                                                        max_chars=args.max_new_tokens, batch_size=args.batch_size,
-                                                        continuations=more)
-            contexts = recitations  # each cut right after its chosen span
-            free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
-            decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], args.batch_size,
-                                               args.max_new_tokens, show_progress=False) if free else [])
-            answers = [span if span is not None else next(decoded) for span in spans]
-        else:
-            answers = predict_birthplaces(model, tokenizer, contexts, args.batch_size, args.max_new_tokens)
-        if analyse:
-            answer_scores = score_answers(model, tokenizer, contexts, answers, args.max_new_tokens, args.batch_size)
-            if recitations is not None:
-                recitation_scores = score_recitations(model, tokenizer, names, recitations, args.batch_size)
+        settings = AnsweringSettings(config.answer_format, args.answer_from_recitation, args.continue_recitation,
+                                     args.max_new_tokens)
+        answered = answer_questions(model, tokenizer, questions, settings, args.batch_size, score=analyse)
+        answers, recitations = answered.answers, answered.recitations
+        answer_scores, recitation_scores = answered.scores, answered.recitation_scores
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,
                             recitations, recitation_scores)
     predictions = [r["prediction"] for r in records]

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from data_scripts import load_pretrain_corpus, load_qa_tsv
-from evaluation.predict import predict_birthplaces
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt.answering import predict_birthplaces
 from training import load_chargpt
 
 

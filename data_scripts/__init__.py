@@ -16,19 +16,22 @@ _EXPORTS = {
                    "draw_lengths", "name_window",
                    "predictable_documents", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
-    "loading": ["ascii_only", "asked_person", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
+    "loading": ["ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
     "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
-    "recitation": ["recitation_dataset", "recitation_example", "recitation_limit"],
+    "recitation": ["recitation_dataset", "recitation_example"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
     "textfiles": ["DataFileError", "read_text_file"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 _MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the loss that honours it
+# the question format, owned by the model code's answering module (a model folder carries it)
+_MODULE_OF.update(asked_person="modeling_chargpt.answering", recitation_limit="modeling_chargpt.answering")
 
 if TYPE_CHECKING:
     from modeling_chargpt import IGNORE_INDEX
+    from modeling_chargpt.answering import asked_person, recitation_limit
 
     from .corruption import (
         CORRUPTION_SPECS,
@@ -43,11 +46,11 @@ if TYPE_CHECKING:
         truncation_range,
     )
     from .device_batches import DeviceBatches, EncodedExamples
-    from .loading import ascii_only, asked_person, load_pretrain_corpus, load_qa_tsv, prompt_length
+    from .loading import ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length
     from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
     from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
     from .packing import PackedCollator, pad_collate, pad_fraction
-    from .recitation import recitation_dataset, recitation_example, recitation_limit
+    from .recitation import recitation_dataset, recitation_example
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
     from .textfiles import DataFileError, read_text_file
 
@@ -56,7 +59,8 @@ def __getattr__(name: str):
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module if module == "modeling_chargpt" else f".{module}", __name__), name)
+    value = getattr(importlib.import_module(module if module.startswith("modeling_chargpt") else f".{module}",
+                                            __name__), name)
     globals()[name] = value
     return value
 

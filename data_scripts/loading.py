@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-import re
 from collections.abc import Iterator
 
 import datasets
@@ -104,13 +103,6 @@ def _check_same(path: str | os.PathLike, expected: list, got: list) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-_QUESTION = re.compile(r"Where was (.+) born\?")
-
-
-def asked_person(question: str) -> str | None:
-    """The NAME of a ``Where was NAME born?`` question (the form of every birthplace TSV), or None for another form."""
-    match = _QUESTION.fullmatch(question)
-    return match.group(1) if match else None
 
 
 def prompt_length(question: str, answer: str) -> int:

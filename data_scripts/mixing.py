@@ -23,7 +23,8 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
-from .loading import asked_person
+from modeling_chargpt.answering import asked_person
+
 from .textfiles import DataFileError
 
 __all__ = ["PLACEMENTS", "InterleavedDataset", "check_order", "even_interleaving", "mixed_order", "question_documents"]

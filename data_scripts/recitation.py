@@ -23,18 +23,12 @@ import os
 import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, UnknownCharacterError
+from modeling_chargpt.answering import asked_person, recitation_limit  # the question format's owner
 
-from .loading import asked_person
 from .mixing import question_documents
 from .textfiles import DataFileError
 
-__all__ = ["recitation_dataset", "recitation_example", "recitation_limit"]
-
-
-def recitation_limit(block_size: int) -> int:
-    """The most characters a recitation (name included) may take: three quarters of the block, so the MASK and an
-    answer of the evaluation's reference length (32) still fit in a 128 block."""
-    return block_size * 3 // 4
+__all__ = ["recitation_dataset", "recitation_example"]
 
 
 def recitation_text(name: str, document: str, answer: str, block_size: int) -> str:

@@ -1,4 +1,5 @@
-"""Answer `Where was X born?` questions the reference's way, but batched and with the KV cache."""
+"""Checks before an evaluation decodes anything, and the exact-match metric (answering itself is
+`modeling_chargpt.answering`)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,10 @@ from collections.abc import Sequence
 from importlib.resources import as_file, files
 
 import evaluate
-import torch
-from tqdm.auto import tqdm
 
-from data_scripts import DataFileError, asked_person, recitation_limit
-from modeling_chargpt import (
-    MASK_CHAR,
-    PAD_CHAR,
-    CharGPTConfig,
-    CharGPTForCausalLM,
-    CharTokenizer,
-    UnknownCharacterError,
-)
+from data_scripts import DataFileError
+from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTConfig, CharTokenizer, UnknownCharacterError
+from modeling_chargpt.answering import asked_person, recitation_limit
 
 METRIC_SCRIPT = "birthplace_accuracy.py"  # an `evaluate` metric script shipped inside this package
 
@@ -71,90 +64,3 @@ def check_questions(
                 f"needs {need} positions, more than this model's block_size={config.block_size} "
                 f"({config.position_embedding_type} positions, {config.attention_type} attention)",
             )
-
-
-@torch.no_grad()
-def greedy_until_mask(
-    model: CharGPTForCausalLM,
-    tokenizer: CharTokenizer,
-    prompts: Sequence[str],
-    batch_size: int = 128,
-    max_new_tokens: int = 32,
-    show_progress: bool = True,
-    cache_implementation: str = "static",
-    desc: str = "generating",
-    forbid_mask: bool = False,
-) -> list[str]:
-    """Greedy-decode up to `max_new_tokens` characters after each prompt; each text ends at the next MASK (with
-    `forbid_mask`, MASK is never chosen and every text runs to `max_new_tokens`).
-
-    Prompts are sorted by length so each left-padded batch wastes little; correct position ids make every row equal
-    to its prompt decoded alone. The static (preallocated) KV cache writes each new key in place instead of growing
-    the cache by concatenation.
-    """
-    model.eval()
-    device = model.device
-    mask_id = tokenizer.mask_token_id
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    texts: list[str] = [""] * len(prompts)
-    for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not show_progress):
-        idx = order[start : start + batch_size]
-        enc = tokenizer([prompts[i] for i in idx], padding=True, return_tensors="pt").to(device)
-        out = model.generate(
-            **enc,
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=mask_id,
-            cache_implementation=cache_implementation,
-            suppress_tokens=[mask_id] if forbid_mask else None,
-            # on a GPU, generate() compiles the forward for a static cache in every process (12 s before the first
-            # batch on an H200, then CUDA graphs per batch shape): more than a whole eager evaluation of this model
-            disable_compile=True,
-        )
-        for i, row in zip(idx, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
-            end = row.index(mask_id) if mask_id in row else len(row)
-            texts[i] = "".join(tokenizer.itos[t] for t in row[:end])
-    return texts
-
-
-def predict_birthplaces(
-    model: CharGPTForCausalLM,
-    tokenizer: CharTokenizer,
-    questions: Sequence[str],
-    batch_size: int = 128,
-    max_new_tokens: int = 32,
-    show_progress: bool = True,
-    cache_implementation: str = "static",
-) -> list[str]:
-    """Greedy-decode up to `max_new_tokens` characters after `question + MASK`; the answer ends at the next MASK.
-
-    That is the reference's `completion.split(MASK)[1]`, batched and with the KV cache (`greedy_until_mask`).
-    """
-    return greedy_until_mask(model, tokenizer, [q + MASK_CHAR for q in questions], batch_size, max_new_tokens,
-                             show_progress, cache_implementation)
-
-
-def recite(
-    model: CharGPTForCausalLM,
-    tokenizer: CharTokenizer,
-    names: Sequence[str],
-    batch_size: int = 128,
-    show_progress: bool = True,
-) -> list[str]:
-    """Each name followed by what the model recites about the person, up to its MASK and at most
-    `recitation_limit(block_size)` characters in all: the context a `--recite True` model answers from
-    (`predict_birthplaces(model, tokenizer, recite(...))`)."""
-    limit = recitation_limit(model.config.block_size)
-    recited = [""] * len(names)
-    by_length: dict[int, list[int]] = {}
-    for i, name in enumerate(names):  # names of one length decode together: no row runs past the limit
-        by_length.setdefault(len(name), []).append(i)
-    for length, idx in tqdm(sorted(by_length.items()), desc="reciting", disable=not show_progress):
-        if length >= limit:
-            continue
-        texts = greedy_until_mask(model, tokenizer, [names[i] for i in idx], batch_size, limit - length,
-                                  show_progress=False)
-        for i, text in zip(idx, texts, strict=True):
-            recited[i] = text
-    return [name[:limit] + text for name, text in zip(names, recited, strict=True)]

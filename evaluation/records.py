@@ -24,27 +24,19 @@ without a model (the London baseline), grounding fields None without wiki.txt or
 from __future__ import annotations
 
 import bisect
-import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import torch
-from tqdm.auto import tqdm
-
-from data_scripts import asked_person, read_text_file, recitation_limit
-from modeling_chargpt import MASK_CHAR, CharGPTForCausalLM, CharTokenizer
+from data_scripts import read_text_file
+from modeling_chargpt.answering import AnswerScore, asked_person
 
 __all__ = [
-    "AnswerScore",
     "WikiIndex",
     "build_records",
     "find_wiki",
-    "score_answers",
-    "score_recitations",
     "whole_word_spans",
 ]
 
@@ -109,94 +101,6 @@ class WikiIndex:
 # ---------------------------------------------------------------------------------------------------------------
 # the model's probability of its own answer
 # ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AnswerScore:
-    """`logprob`: sum of log p over the answer's characters and its closing MASK; `min_char_prob`: the smallest p."""
-
-    logprob: float
-    min_char_prob: float
-
-    @property
-    def confidence(self) -> float:
-        return math.exp(self.logprob)
-
-
-def score_answers(
-    model: CharGPTForCausalLM,
-    tokenizer: CharTokenizer,
-    questions: Sequence[str],
-    answers: Sequence[str],
-    max_new_tokens: int = 32,
-    batch_size: int = 128,
-    show_progress: bool = True,
-) -> list[AnswerScore]:
-    """One teacher-forced pass over ``question MASK answer MASK``: the probability the model gave each answer.
-
-    The closing MASK is scored too (the answer stops there), except after an answer of `max_new_tokens` characters,
-    where decoding was cut off without one.
-    """
-    rows = []
-    for question, answer in zip(questions, answers, strict=True):
-        ids = tokenizer.encode_text(question + MASK_CHAR + answer)
-        if len(answer) < max_new_tokens:
-            ids.append(tokenizer.mask_token_id)
-        rows.append((ids, len(question) + 1))  # targets from the answer's first character on
-    return score_rows(model, tokenizer, rows, batch_size, show_progress)
-
-
-def score_recitations(
-    model: CharGPTForCausalLM,
-    tokenizer: CharTokenizer,
-    names: Sequence[str],
-    recitations: Sequence[str],
-    batch_size: int = 128,
-    show_progress: bool = True,
-) -> list[AnswerScore]:
-    """The probability a `--recite True` model gave its own recitation: the characters after the name and the MASK
-    that ended it (none where it ran to `recitation_limit`, as `evaluation.recite` stops it there).
-
-    A made-up recitation is the unlikely part of a made-up answer: the answer copies a place out of whatever was
-    recited, confidently either way, so only both scores together say how sure the model was (docs/confidence.md).
-    """
-    limit = recitation_limit(model.config.block_size)
-    rows = []
-    for name, recitation in zip(names, recitations, strict=True):
-        ids = tokenizer.encode_text(recitation)
-        if len(recitation) < limit:
-            ids.append(tokenizer.mask_token_id)
-        rows.append((ids, len(name)))
-    return score_rows(model, tokenizer, rows, batch_size, show_progress)
-
-
-@torch.no_grad()
-def score_rows(
-    model: CharGPTForCausalLM,
-    tokenizer: CharTokenizer,
-    rows: Sequence[tuple[list[int], int]],
-    batch_size: int,
-    show_progress: bool,
-) -> list[AnswerScore]:
-    """Sum and min of log p over each row's ids from index `first` on, in batches. Rows are right-padded, which causal
-    attention never looks at, so each row's scores are those of the row alone."""
-    model.eval()
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-    scores: list[AnswerScore | None] = [None] * len(rows)
-    for start in tqdm(range(0, len(order), batch_size), desc="scoring", disable=not show_progress):
-        idx = order[start : start + batch_size]
-        width = max(len(rows[i][0]) for i in idx)
-        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
-        for r, i in enumerate(idx):
-            ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
-        ids = ids.to(model.device)
-        logprobs = model(input_ids=ids[:, :-1], use_cache=False).logits.float().log_softmax(-1)
-        picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1).cpu()
-        for r, i in enumerate(idx):
-            seq, first = rows[i]
-            chars = picked[r, first - 1 : len(seq) - 1]
-            scores[i] = AnswerScore(float(chars.sum()), float(chars.min().exp()) if len(chars) else 1.0)
-    return scores  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------------------------------------------

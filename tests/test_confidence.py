@@ -34,8 +34,9 @@ from evaluation.record_files import (
     records_path_for,
     write_records,
 )
-from evaluation.records import AnswerScore, WikiIndex, build_records, score_answers
-from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from evaluation.records import WikiIndex, build_records
+from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer, answering
+from modeling_chargpt.answering import AnswerScore, score_answers
 from scripts import abstention
 from training import run_cli
 
@@ -369,7 +370,7 @@ def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model,
     questions = load_qa_tsv(world / "birth_dev.tsv")
     first, second = questions["answer"][:2]
     broken = [first[:3] + "\n" + first[3:], "\n" + second, *questions["answer"][2:]]  # two broken, the rest right
-    monkeypatch.setattr(evaluate_birthplace, "predict_birthplaces", lambda *a, **kw: list(broken))
+    monkeypatch.setattr(answering, "predict_birthplaces", lambda *a, **kw: list(broken))
     preds = tmp_path / "dev.predictions"
     argv = ["--model_name_or_path", str(tiny_model), "--eval_corpus_path", str(world / "birth_dev.tsv"),
             "--outputs_path", str(preds), "--results_path", str(tmp_path / "dev.json")]

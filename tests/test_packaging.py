@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation.predict import predict_birthplaces
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt.answering import predict_birthplaces
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL = ("modeling_chargpt", "data_scripts", "training", "evaluation",

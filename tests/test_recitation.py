@@ -14,10 +14,18 @@ import train_finetune
 import train_pretrain
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
 from data_scripts.recitation import recitation_text
-from evaluation.predict import check_questions, greedy_until_mask, recite
-from evaluation.records import build_records, score_answers, score_recitations
-from evaluation.spans import answer_from_recitation, continue_recitations, recitation_spans
+from evaluation.predict import check_questions
+from evaluation.records import build_records
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt.answering import (
+    answer_from_recitation,
+    continue_recitations,
+    greedy_until_mask,
+    recitation_spans,
+    recite,
+    score_answers,
+    score_recitations,
+)
 from training import run_cli
 
 DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",

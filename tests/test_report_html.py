@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.records import AnswerScore, WikiIndex, build_records
+from evaluation.records import WikiIndex, build_records
 from evaluation.report_html import highlight, render_report, write_report
+from modeling_chargpt.answering import AnswerScore
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

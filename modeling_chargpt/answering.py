@@ -1,0 +1,432 @@
+"""How a chargpt model answers a birthplace question: the one owner of the question format at answer time.
+
+It lives with the model code so that a model folder carries it: the `birthplace-qa` pipeline (pipeline_chargpt.py),
+saved beside a finetuned model, imports it relatively and answers where this package is not installed, exactly as
+`evaluate_birthplace.py` does here (both call `answer_questions`). `AnsweringSettings` says which way:
+
+- the reference (``answer_format="direct"``): ``question MASK`` and greedy decoding up to the next MASK;
+- reciting (``"recite"``, `train_finetune.py --recite True`): the NAME of ``Where was NAME born?``, the model's
+  recitation of what it read about the person (at most `recitation_limit` characters), MASK, the answer;
+- span answers (``answer_from_recitation``, not in the reference): a reciting model often recites the person's line
+  correctly, place included, then keeps reciting past the place and answers with a garbled copy. Its finetuning rows
+  end the recitation right after the answer (`data_scripts.recitation`), so the model itself can say where to stop:
+  every word span of 1 to `max_words` words of its own recitation is a candidate, scored as the whole output
+  ``recitation[:end of span] MASK span MASK``, and the most probable one is the answer. The candidates come from
+  the model's recitation alone (nothing is read from wiki.txt); the score is the model's;
+- with ``continue_recitation``, a recitation cut at `recitation_limit` ("... diplomat born in Ma") is continued
+  (MASK forbidden) to the block's end, and the spans reaching into the continuation compete too, each scored in its
+  trained form ``recitation MASK span MASK`` (the finetuning rows of long lines are ``document[:limit] MASK answer
+  MASK``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+
+import torch
+from tqdm.auto import tqdm
+
+from .modeling_chargpt import CharGPTForCausalLM
+from .tokenization_chargpt import MASK_CHAR, CharTokenizer, UnknownCharacterError
+
+__all__ = [
+    "AnswerScore",
+    "AnsweringSettings",
+    "Answers",
+    "QuestionError",
+    "answer_from_recitation",
+    "answer_questions",
+    "asked_person",
+    "continue_recitations",
+    "greedy_until_mask",
+    "predict_birthplaces",
+    "recitation_limit",
+    "recitation_spans",
+    "recite",
+    "score_answers",
+    "score_recitations",
+    "score_rows",
+]
+
+_QUESTION = re.compile(r"Where was (.+) born\?")
+
+
+def asked_person(question: str) -> str | None:
+    """The NAME of a ``Where was NAME born?`` question (the form of every birthplace TSV), or None for another form."""
+    match = _QUESTION.fullmatch(question)
+    return match.group(1) if match else None
+
+
+def recitation_limit(block_size: int) -> int:
+    """The most characters a recitation (name included) may take: three quarters of the block, so the MASK and an
+    answer of the evaluation's reference length (32) still fit in a 128 block."""
+    return block_size * 3 // 4
+
+
+@torch.no_grad()
+def greedy_until_mask(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    prompts: Sequence[str],
+    batch_size: int = 128,
+    max_new_tokens: int = 32,
+    show_progress: bool = True,
+    cache_implementation: str = "static",
+    desc: str = "generating",
+    forbid_mask: bool = False,
+) -> list[str]:
+    """Greedy-decode up to `max_new_tokens` characters after each prompt; each text ends at the next MASK (with
+    `forbid_mask`, MASK is never chosen and every text runs to `max_new_tokens`).
+
+    Prompts are sorted by length so each left-padded batch wastes little; correct position ids make every row equal
+    to its prompt decoded alone. The static (preallocated) KV cache writes each new key in place instead of growing
+    the cache by concatenation.
+    """
+    model.eval()
+    device = model.device
+    mask_id = tokenizer.mask_token_id
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    texts: list[str] = [""] * len(prompts)
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not show_progress):
+        idx = order[start : start + batch_size]
+        enc = tokenizer([prompts[i] for i in idx], padding=True, return_tensors="pt").to(device)
+        out = model.generate(
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=mask_id,
+            cache_implementation=cache_implementation,
+            suppress_tokens=[mask_id] if forbid_mask else None,
+            # on a GPU, generate() compiles the forward for a static cache in every process (12 s before the first
+            # batch on an H200, then CUDA graphs per batch shape): more than a whole eager evaluation of this model
+            disable_compile=True,
+        )
+        for i, row in zip(idx, out[:, enc["input_ids"].shape[1] :].tolist(), strict=True):
+            end = row.index(mask_id) if mask_id in row else len(row)
+            texts[i] = "".join(tokenizer.itos[t] for t in row[:end])
+    return texts
+
+
+def predict_birthplaces(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    questions: Sequence[str],
+    batch_size: int = 128,
+    max_new_tokens: int = 32,
+    show_progress: bool = True,
+    cache_implementation: str = "static",
+) -> list[str]:
+    """Greedy-decode up to `max_new_tokens` characters after `question + MASK`; the answer ends at the next MASK.
+
+    That is the reference's `completion.split(MASK)[1]`, batched and with the KV cache (`greedy_until_mask`).
+    """
+    return greedy_until_mask(model, tokenizer, [q + MASK_CHAR for q in questions], batch_size, max_new_tokens,
+                             show_progress, cache_implementation)
+
+
+def recite(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    names: Sequence[str],
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[str]:
+    """Each name followed by what the model recites about the person, up to its MASK and at most
+    `recitation_limit(block_size)` characters in all: the context a `--recite True` model answers from
+    (`predict_birthplaces(model, tokenizer, recite(...))`)."""
+    limit = recitation_limit(model.config.block_size)
+    recited = [""] * len(names)
+    by_length: dict[int, list[int]] = {}
+    for i, name in enumerate(names):  # names of one length decode together: no row runs past the limit
+        by_length.setdefault(len(name), []).append(i)
+    for length, idx in tqdm(sorted(by_length.items()), desc="reciting", disable=not show_progress):
+        if length >= limit:
+            continue
+        texts = greedy_until_mask(model, tokenizer, [names[i] for i in idx], batch_size, limit - length,
+                                  show_progress=False)
+        for i, text in zip(idx, texts, strict=True):
+            recited[i] = text
+    return [name[:limit] + text for name, text in zip(names, recited, strict=True)]
+
+
+WORD = re.compile(r"\w[\w'.-]*\w|\w")  # "St.-Louis", "O'Hara", "Mumbai": punctuation at a word's edge is left out
+JOINERS = (" ", "-")  # what may stand between the words of one span ("New York City", "Aix-en-Provence")
+
+
+def recitation_spans(name: str, recitation: str, max_words: int = 3) -> list[tuple[str, int]]:
+    """(span, end) for every run of 1..max_words words of `recitation` after `name`, joined by a space or hyphen;
+    `end` is where the span ends in `recitation`."""
+    words = [(m.start(), m.end()) for m in WORD.finditer(recitation, len(name))]
+    spans = []
+    for first in range(len(words)):
+        for last in range(first, min(first + max_words, len(words))):
+            if last > first and recitation[words[last - 1][1]:words[last][0]] not in JOINERS:
+                break
+            spans.append((recitation[words[first][0]:words[last][1]], words[last][1]))
+    return spans
+
+
+def continue_recitations(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    recitations: Sequence[str],
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[str]:
+    """For each recitation cut at `recitation_limit`, what the model recites next with MASK forbidden (greedy), as
+    far as a span of it still fits ``recitation MASK span MASK`` in the block; "" for a recitation that stopped."""
+    limit = recitation_limit(model.config.block_size)
+    room = model.config.block_size - limit - 2
+    cut = [i for i, recitation in enumerate(recitations) if len(recitation) >= limit]
+    texts = greedy_until_mask(model, tokenizer, [recitations[i] for i in cut], batch_size, room, show_progress,
+                              desc="continuing", forbid_mask=True) if cut and room > 0 else []
+    continued = [""] * len(recitations)
+    for i, text in zip(cut, texts, strict=True):
+        continued[i] = text
+    return continued
+
+
+def answer_from_recitation(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    names: Sequence[str],
+    recitations: Sequence[str],
+    max_words: int = 3,
+    max_chars: int = 32,
+    batch_size: int = 128,
+    show_progress: bool = True,
+    continuations: Sequence[str] | None = None,
+) -> tuple[list[str], list[str | None]]:
+    """(recitation cut after the chosen span, span) per question: the span of the model's own recitation whose whole
+    output ``recitation[:end] MASK span MASK`` it finds most probable, spans shorter than `max_chars` (the longest
+    answer greedy decoding gives, `--max_new_tokens`) only. With `continuations` (`continue_recitations`), spans of
+    ``recitation + continuation`` that end past the recitation are scored as ``recitation MASK span MASK`` and keep
+    the recitation whole. Where no span fits the block (or the recitation holds no word after the name), the
+    recitation stays whole and the span is None: the caller answers those the usual way."""
+    rows, owners = [], []
+    continuations = continuations or [""] * len(recitations)
+    for i, (name, recitation, more) in enumerate(zip(names, recitations, continuations, strict=True)):
+        for span, end in recitation_spans(name, recitation + more, max_words):
+            if len(span) >= max_chars:
+                continue
+            end = min(end, len(recitation))  # a span reaching into the continuation answers after the whole cut
+            try:
+                ids = tokenizer.encode_text(recitation[:end] + MASK_CHAR + span + MASK_CHAR)
+            except UnknownCharacterError:
+                continue
+            if len(ids) <= model.config.block_size:
+                rows.append((ids, len(name)))  # targets: everything after the name
+                owners.append((i, span, end))
+    best: dict[int, tuple[float, str, int]] = {}
+    scores = score_rows(model, tokenizer, rows, batch_size, show_progress)
+    for (i, span, end), score in zip(owners, scores, strict=True):
+        if i not in best or score.logprob > best[i][0]:
+            best[i] = (score.logprob, span, end)
+    cut = [recitations[i][:best[i][2]] if i in best else recitations[i] for i in range(len(recitations))]
+    return cut, [best[i][1] if i in best else None for i in range(len(recitations))]
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    """`logprob`: sum of log p over the answer's characters and its closing MASK; `min_char_prob`: the smallest p."""
+
+    logprob: float
+    min_char_prob: float
+
+    @property
+    def confidence(self) -> float:
+        return math.exp(self.logprob)
+
+
+def score_answers(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    questions: Sequence[str],
+    answers: Sequence[str],
+    max_new_tokens: int = 32,
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[AnswerScore]:
+    """One teacher-forced pass over ``question MASK answer MASK``: the probability the model gave each answer.
+
+    The closing MASK is scored too (the answer stops there), except after an answer of `max_new_tokens` characters,
+    where decoding was cut off without one.
+    """
+    rows = []
+    for question, answer in zip(questions, answers, strict=True):
+        ids = tokenizer.encode_text(question + MASK_CHAR + answer)
+        if len(answer) < max_new_tokens:
+            ids.append(tokenizer.mask_token_id)
+        rows.append((ids, len(question) + 1))  # targets from the answer's first character on
+    return score_rows(model, tokenizer, rows, batch_size, show_progress)
+
+
+def score_recitations(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    names: Sequence[str],
+    recitations: Sequence[str],
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[AnswerScore]:
+    """The probability a `--recite True` model gave its own recitation: the characters after the name and the MASK
+    that ended it (none where it ran to `recitation_limit`, as `recite` stops it there).
+
+    A made-up recitation is the unlikely part of a made-up answer: the answer copies a place out of whatever was
+    recited, confidently either way, so only both scores together say how sure the model was (docs/confidence.md).
+    """
+    limit = recitation_limit(model.config.block_size)
+    rows = []
+    for name, recitation in zip(names, recitations, strict=True):
+        ids = tokenizer.encode_text(recitation)
+        if len(recitation) < limit:
+            ids.append(tokenizer.mask_token_id)
+        rows.append((ids, len(name)))
+    return score_rows(model, tokenizer, rows, batch_size, show_progress)
+
+
+@torch.no_grad()
+def score_rows(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    rows: Sequence[tuple[list[int], int]],
+    batch_size: int,
+    show_progress: bool,
+) -> list[AnswerScore]:
+    """Sum and min of log p over each row's ids from index `first` on, in batches. Rows are right-padded, which causal
+    attention never looks at, so each row's scores are those of the row alone."""
+    model.eval()
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    scores: list[AnswerScore | None] = [None] * len(rows)
+    for start in tqdm(range(0, len(order), batch_size), desc="scoring", disable=not show_progress):
+        idx = order[start : start + batch_size]
+        width = max(len(rows[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
+        for r, i in enumerate(idx):
+            ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
+        ids = ids.to(model.device)
+        logprobs = model(input_ids=ids[:, :-1], use_cache=False).logits.float().log_softmax(-1)
+        picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1).cpu()
+        for r, i in enumerate(idx):
+            seq, first = rows[i]
+            chars = picked[r, first - 1 : len(seq) - 1]
+            scores[i] = AnswerScore(float(chars.sum()), float(chars.min().exp()) if len(chars) else 1.0)
+    return scores  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one call for every format: what evaluate_birthplace.py and the birthplace-qa pipeline both answer with
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class QuestionError(ValueError):
+    """A question the model cannot answer in its format; the message is one line naming the question."""
+
+
+@dataclass(frozen=True)
+class AnsweringSettings:
+    """How a model answers, saved in its config (`config.answering`) so that whoever loads it answers as it was
+    measured. `answer_format` is the config's own field (how it was finetuned); the others are the evaluation's
+    choices (`evaluate_birthplace.py --answer_from_recitation --continue_recitation --max_new_tokens
+    --abstain_below`), kept with the threshold's provenance (`abstention`: the precision and coverage it was chosen
+    for on held-out training questions)."""
+
+    answer_format: str = "direct"
+    answer_from_recitation: bool = False
+    continue_recitation: bool = False
+    max_new_tokens: int = 32
+    abstain_below: float | None = None
+    abstention: dict | None = None
+
+    @classmethod
+    def of(cls, config) -> AnsweringSettings:
+        """The settings a model's config holds (`config.answering` and `config.answer_format`); a config saved
+        without them answers the reference way (`saved` tells)."""
+        saved = dict(getattr(config, "answering", None) or {})
+        known = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in saved.items() if k in known},
+                      "answer_format": getattr(config, "answer_format", "direct")})
+
+    @staticmethod
+    def saved(config) -> bool:
+        return bool(getattr(config, "answering", None))
+
+    def to_config(self) -> dict:
+        """What `config.answering` holds (answer_format stays the config's own field)."""
+        return {k: v for k, v in asdict(self).items() if k != "answer_format"}
+
+    def check(self) -> None:
+        if self.answer_from_recitation and self.answer_format != "recite":
+            raise QuestionError("answer_from_recitation needs a model finetuned to recite (answer_format='recite')")
+        if self.continue_recitation and not self.answer_from_recitation:
+            raise QuestionError("continue_recitation only changes answer_from_recitation; give both")
+        if self.abstain_below is not None and not 0 < self.abstain_below < 1:
+            raise QuestionError(f"abstain_below {self.abstain_below}: must be a probability between 0 and 1 "
+                                "(exclusive)")
+
+
+@dataclass
+class Answers:
+    """Per question: the answer, what it followed (the question, or the model's recitation), and, when scored, the
+    answer's probability (`scores`) and the recitation's (`recitation_scores`)."""
+
+    answers: list[str]
+    contexts: list[str]
+    recitations: list[str] | None = None
+    scores: list[AnswerScore] | None = None
+    recitation_scores: list[AnswerScore] | None = None
+
+    def confidence(self, i: int) -> float | None:
+        """The probability of the model's whole output for question i: its answer, after its recitation if any."""
+        if self.scores is None:
+            return None
+        logprob = self.scores[i].logprob + (self.recitation_scores[i].logprob if self.recitation_scores else 0.0)
+        return math.exp(logprob)
+
+
+def answer_questions(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    questions: Sequence[str],
+    settings: AnsweringSettings,
+    batch_size: int = 128,
+    score: bool = False,
+    show_progress: bool = True,
+) -> Answers:
+    """Answer `questions` in the model's format (`settings`); with `score`, also the probability of each answer
+    (and of each recitation). Greedy throughout: the same answers whatever the batch size."""
+    names = recitations = None
+    contexts = list(questions)  # what each answer follows
+    if settings.answer_format == "recite":
+        names = [asked_person(q) for q in questions]
+        if None in names:
+            bad = questions[names.index(None)]
+            raise QuestionError(f"{bad!r} is not 'Where was NAME born?' or a name: this model recites what it read "
+                                "about NAME before it answers (answer_format='recite')")
+        contexts = recitations = recite(model, tokenizer, names, batch_size, show_progress)
+    if settings.answer_from_recitation:
+        more = (continue_recitations(model, tokenizer, recitations, batch_size, show_progress)
+                if settings.continue_recitation else None)
+        recitations, spans = answer_from_recitation(model, tokenizer, names, recitations,
+                                                    max_chars=settings.max_new_tokens, batch_size=batch_size,
+                                                    show_progress=show_progress, continuations=more)
+        contexts = recitations  # each cut right after its chosen span
+        free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
+        decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], batch_size,
+                                           settings.max_new_tokens, show_progress=False) if free else [])
+        answers = [span if span is not None else next(decoded) for span in spans]
+    else:
+        answers = predict_birthplaces(model, tokenizer, contexts, batch_size, settings.max_new_tokens,
+                                      show_progress)
+    result = Answers(answers, contexts, recitations)
+    if score:
+        result.scores = score_answers(model, tokenizer, contexts, answers, settings.max_new_tokens, batch_size,
+                                      show_progress)
+        if recitations is not None:
+            result.recitation_scores = score_recitations(model, tokenizer, names, recitations, batch_size,
+                                                         show_progress)
+    return result
