@@ -23,15 +23,14 @@ without a model (the London baseline), grounding fields None without wiki.txt or
 
 from __future__ import annotations
 
-import bisect
 import os
-from collections.abc import Iterator, Sequence
-from functools import cache
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from data_scripts import read_text_file
 from modeling_chargpt.answering import AnswerScore, asked_person
+from modeling_chargpt.grounding import WikiIndex, whole_word_spans
 
 __all__ = [
     "WikiIndex",
@@ -42,60 +41,9 @@ __all__ = [
 
 def find_wiki(wiki_path: str | os.PathLike | None, eval_corpus_path: str | os.PathLike) -> WikiIndex | None:
     """`wiki_path`, or else wiki.txt beside the evaluated TSV (the data folder's layout); None where there is none,
-    and then nothing is called grounded or not."""
+    and then nothing is called grounded or not. A file that cannot be read is a one-line error naming it."""
     path = Path(wiki_path) if wiki_path else Path(eval_corpus_path).with_name("wiki.txt")
-    return WikiIndex.from_file(path) if wiki_path or path.is_file() else None  # no log: an error line comes alone
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# grounding: does a place occur in the person's wiki.txt line(s)?
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _word_char(text: str, i: int) -> bool:
-    return 0 <= i < len(text) and (text[i].isalnum() or text[i] == "_")
-
-
-def whole_word_spans(text: str, phrase: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of each occurrence of `phrase` in `text` that is not part of a longer word (no letter, digit or _
-    right before or after it): how places and names are found in wiki.txt, and highlighted. A blank phrase occurs
-    nowhere. A literal search: a regex with look-arounds took 30 ms per name over the real wiki.txt."""
-    if not phrase.strip():
-        return
-    start = text.find(phrase)
-    while start >= 0:
-        end = start + len(phrase)
-        if not _word_char(text, start - 1) and not _word_char(text, end):
-            yield start, end
-        start = text.find(phrase, start + 1)
-
-
-class WikiIndex:
-    """wiki.txt's lines, searched for whole-word occurrences (``York`` is in ``New York City``, ``Ely`` is not in
-    ``Kelly``). A person's lines are the lines that contain the full name (real data: one line, ``Name. ...``)."""
-
-    def __init__(self, text: str, path: str | os.PathLike | None = None) -> None:
-        self.text, self.path = text, path
-        self.lines = text.split("\n")
-        self._starts = [0]
-        for line in self.lines[:-1]:
-            self._starts.append(self._starts[-1] + len(line) + 1)
-        self.lines_with = cache(self._lines_with)
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike) -> WikiIndex:
-        return cls(read_text_file(path), path)
-
-    def _lines_with(self, phrase: str) -> tuple[int, ...]:
-        """1-based numbers of the lines where `phrase` occurs as whole words."""
-        return tuple(sorted({bisect.bisect_right(self._starts, start)
-                             for start, _ in whole_word_spans(self.text, phrase)}))
-
-    def occurs(self, phrase: str) -> bool:
-        return bool(self.lines_with(phrase))
-
-    def occurs_in(self, phrase: str, line_numbers: Sequence[int]) -> bool:
-        return any(next(whole_word_spans(self.lines[n - 1], phrase), None) for n in line_numbers)
+    return WikiIndex(read_text_file(path), path) if wiki_path or path.is_file() else None  # an error line comes alone
 
 
 # ---------------------------------------------------------------------------------------------------------------

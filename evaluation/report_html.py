@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from modeling_chargpt.grounding import whole_word_spans
 from training import atomic_write_text
 
 from .confidence import describe, summarize
-from .records import whole_word_spans
 
 __all__ = ["highlight", "render_report", "report_path_for", "write_report"]
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.records import WikiIndex, build_records
+from evaluation.records import build_records
 from evaluation.report_html import highlight, render_report, write_report
 from modeling_chargpt.answering import AnswerScore
+from modeling_chargpt.grounding import WikiIndex
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
