@@ -34,6 +34,7 @@ from data_scripts import (
     span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt.answering import AnsweringSettings
 from training import (
     ModelArguments,
     SeedStack,
@@ -53,6 +54,7 @@ from training import (
     seeds_card,
     train,
 )
+from training.presets import EVALUATION
 
 
 @dataclass
@@ -182,8 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         deviations["answer_format"] = "recite"
     else:
         prompts = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
-    for member in members:  # how the saved model answers; evaluate_birthplace.py reads it
-        member.config.answer_format = "recite" if data_args.recite else "direct"
+    # How the saved model answers, for evaluate_birthplace.py and the birthplace-qa pipeline: its format, and the
+    # preset's evaluation choices where it has them (span answers need a reciting model)
+    answering = AnsweringSettings("recite" if data_args.recite else "direct",
+                                  **(EVALUATION.get(args.preset, {}) if data_args.recite else {}))
+    for member in members:
+        member.config.answer_format = answering.answer_format
+        member.config.answering = answering.to_config()
     dataset = prompts
     if data_args.replay_pretraining:
         corrupted, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)

@@ -10,8 +10,8 @@ from importlib.resources import as_file, files
 import evaluate
 
 from data_scripts import DataFileError
-from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTConfig, CharTokenizer, UnknownCharacterError
-from modeling_chargpt.answering import asked_person, recitation_limit
+from modeling_chargpt import CharGPTConfig, CharTokenizer
+from modeling_chargpt.answering import question_problem
 
 METRIC_SCRIPT = "birthplace_accuracy.py"  # an `evaluate` metric script shipped inside this package
 
@@ -32,35 +32,9 @@ def check_questions(
     config: CharGPTConfig,
     max_new_tokens: int,
 ) -> None:
-    """Refuse, naming `path` and the line, a question the model cannot answer, before any decoding starts.
-    A model finetuned with `--recite True` (`config.answer_format`) needs ``Where was NAME born?`` questions, and
-    answers after a recitation of at most `recitation_limit` characters instead of after the question.
-
-    `questions[i]` is line i + 1 of `path` (`load_qa_tsv` allows no blank lines). A question must use only the
-    vocabulary's characters (the reference looks each one up and fails on the first unknown one), must not
-    contain PAD or MASK (MASK ends the question), and, for learned positions or synthesizer attention, question
-    + MASK + `max_new_tokens` generated characters must fit in `block_size`.
-    """
-    bounded = config.position_embedding_type == "learned" or config.attention_type == "synthesizer"
-    recites = config.answer_format == "recite"
+    """Refuse, naming `path` and the line, a question the model cannot answer (`question_problem`), before any
+    decoding starts. `questions[i]` is line i + 1 of `path` (`load_qa_tsv` allows no blank lines)."""
     for line, question in enumerate(questions, start=1):
-        if recites and asked_person(question) is None:
-            raise DataFileError(path, line, f"{question!r} is not 'Where was NAME born?': this model was finetuned "
-                                "to recite what it read about NAME before it answers (answer_format='recite')")
-        for special, name in ((PAD_CHAR, "PAD"), (MASK_CHAR, "MASK")):
-            if special in question:
-                raise DataFileError(path, line, f"the question contains the reserved {name} character {special!r}")
-        try:
-            tokenizer.encode_text(asked_person(question) if recites else question)  # the text the model is given
-        except UnknownCharacterError as err:
-            raise DataFileError(path, line, str(err)) from None
-        context = recitation_limit(config.block_size) if recites else len(question)
-        need = context + max_new_tokens  # context + MASK + answer, the last character never fed back
-        if bounded and need > config.block_size:
-            raise DataFileError(
-                path, line,
-                f"{'the recitation' if recites else 'question'} + MASK is {context + 1} characters; with "
-                f"max_new_tokens={max_new_tokens} decoding "
-                f"needs {need} positions, more than this model's block_size={config.block_size} "
-                f"({config.position_embedding_type} positions, {config.attention_type} attention)",
-            )
+        problem = question_problem(question, tokenizer, config, max_new_tokens)
+        if problem is not None:
+            raise DataFileError(path, line, problem)

@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .modeling_chargpt import CharGPTForCausalLM
-from .tokenization_chargpt import MASK_CHAR, CharTokenizer, UnknownCharacterError
+from .tokenization_chargpt import MASK_CHAR, PAD_CHAR, CharTokenizer, UnknownCharacterError
 
 __all__ = [
     "AnswerScore",
@@ -43,6 +43,7 @@ __all__ = [
     "continue_recitations",
     "greedy_until_mask",
     "predict_birthplaces",
+    "question_problem",
     "recitation_limit",
     "recitation_spans",
     "recite",
@@ -64,6 +65,35 @@ def recitation_limit(block_size: int) -> int:
     """The most characters a recitation (name included) may take: three quarters of the block, so the MASK and an
     answer of the evaluation's reference length (32) still fit in a 128 block."""
     return block_size * 3 // 4
+
+
+def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_tokens: int) -> str | None:
+    """Why the model cannot answer `question`, in one line, or None. A model finetuned with `--recite True`
+    (`config.answer_format`) needs ``Where was NAME born?`` questions, and answers after a recitation of at most
+    `recitation_limit` characters instead of after the question. A question must use only the vocabulary's characters
+    (the reference looks each one up and fails on the first unknown one), must not contain PAD or MASK (MASK ends the
+    question), and, for learned positions or synthesizer attention, question + MASK + `max_new_tokens` generated
+    characters must fit in `block_size`."""
+    bounded = config.position_embedding_type == "learned" or config.attention_type == "synthesizer"
+    recites = config.answer_format == "recite"
+    if recites and asked_person(question) is None:
+        return (f"{question!r} is not 'Where was NAME born?': this model was finetuned to recite what it read about "
+                "NAME before it answers (answer_format='recite')")
+    for special, name in ((PAD_CHAR, "PAD"), (MASK_CHAR, "MASK")):
+        if special in question:
+            return f"the question contains the reserved {name} character {special!r}"
+    try:
+        tokenizer.encode_text(asked_person(question) if recites else question)  # the text the model is given
+    except UnknownCharacterError as err:
+        return str(err)
+    context = recitation_limit(config.block_size) if recites else len(question)
+    need = context + max_new_tokens  # context + MASK + answer, the last character never fed back
+    if bounded and need > config.block_size:
+        return (f"{'the recitation' if recites else 'question'} + MASK is {context + 1} characters; with "
+                f"max_new_tokens={max_new_tokens} decoding needs {need} positions, more than this model's "
+                f"block_size={config.block_size} ({config.position_embedding_type} positions, "
+                f"{config.attention_type} attention)")
+    return None
 
 
 @torch.no_grad()

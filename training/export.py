@@ -14,6 +14,8 @@ import torch
 from accelerate import Accelerator
 from transformers import PreTrainedModel, PreTrainedTokenizer
 
+from modeling_chargpt.pipeline_chargpt import save_pipeline_files
+
 from .files import atomic_write_json, replace_folder
 from .reporting import plot_loss_curve, write_model_card
 from .seeds import SeedStack
@@ -35,7 +37,9 @@ def _write_pretrained(
 ) -> None:
     """A fresh `folder` with save_pretrained's model and tokenizer files and `train_results.json`."""
     shutil.rmtree(folder, ignore_errors=True)
-    accelerator.unwrap_model(model).save_pretrained(folder)
+    unwrapped = accelerator.unwrap_model(model)
+    save_pipeline_files(unwrapped.config, folder)  # pipeline(model=folder, trust_remote_code=True) answers
+    unwrapped.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     atomic_write_json(folder / "train_results.json", results, indent=None)
 

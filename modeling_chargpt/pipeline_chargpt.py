@@ -1,0 +1,137 @@
+"""The `birthplace-qa` pipeline: ask a chargpt model where someone was born, and get what it was measured with.
+
+    from transformers import pipeline
+    ask = pipeline(model="out/best/seed0", trust_remote_code=True)   # the code saved in the model folder
+    ask("Where was Khatchig Mouradian born?")
+    # {'question': ..., 'answer': 'Lebanon', 'probability': 0.93, 'abstained': False, 'recitation': None}
+
+A question is ``Where was NAME born?`` or a bare name. The model answers in the format it was finetuned and
+evaluated with, saved in its config (`answering.AnsweringSettings`: the reference prompt, a recitation, span answers
+with or without continuation, and the abstention threshold chosen on held-out training questions); arguments
+override each one. Given `documents` (a wiki.txt path or its text), each answer also says whether it is grounded,
+and the person's line. Answering is `answering.answer_questions`, as in `evaluate_birthplace.py`: the same answers.
+
+Every finetuned model folder holds this file and the modules it imports (`save_pipeline_files`), so that a fresh
+environment without this package answers through `trust_remote_code=True`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from transformers import Pipeline
+from transformers.dynamic_module_utils import custom_object_save
+from transformers.utils import logging
+
+from .answering import AnsweringSettings, QuestionError, answer_questions, asked_person, question_problem
+from .grounding import WikiIndex
+
+logger = logging.get_logger(__name__)
+
+TASK = "birthplace-qa"
+_OVERRIDES = ("answer_from_recitation", "continue_recitation", "max_new_tokens")
+
+
+class BirthplaceQAPipeline(Pipeline):
+    """Questions in, one dict per question out: ``question``, ``answer``, ``probability`` (of the model's whole
+    output: its recitation, if any, and the answer), ``abstained`` (probability below the threshold), ``recitation``
+    (a reciting model's, else None); with `documents` also ``grounded`` and ``line`` (the person's wiki.txt line)."""
+
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_video_processor = False
+    _load_tokenizer = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not AnsweringSettings.saved(self.model.config):
+            logger.warning("%s holds no answering settings (config.answering): it answers in its answer_format "
+                           "(%r) without abstaining", getattr(self.model, "name_or_path", "the model"),
+                           self.settings.answer_format)
+
+    @property
+    def settings(self) -> AnsweringSettings:
+        """How the model answers unless a call says otherwise: what its config saved."""
+        return AnsweringSettings.of(self.model.config)
+
+    def _sanitize_parameters(self, documents: str | os.PathLike | None = None, **kwargs: Any):
+        overrides = {name: kwargs.pop(name) for name in _OVERRIDES if name in kwargs}
+        postprocess: dict[str, Any] = {}
+        if "abstain_below" in kwargs:  # None turns abstention off
+            postprocess["abstain_below"] = kwargs.pop("abstain_below")
+        if kwargs:
+            raise TypeError(f"{TASK} takes no argument {sorted(kwargs)[0]!r}")
+        if documents is not None:
+            postprocess["wiki"] = _documents(documents)
+        settings = AnsweringSettings(**{**self.settings.__dict__, **overrides,
+                                        **({"abstain_below": postprocess["abstain_below"]}
+                                           if "abstain_below" in postprocess else {})})
+        settings.check()
+        return {"settings": settings}, {"settings": settings}, postprocess
+
+    def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
+        """The question as the model's format takes it (a bare name becomes ``Where was NAME born?``), checked."""
+        if not isinstance(question, str) or not question.strip():
+            raise QuestionError("an empty question: ask 'Where was NAME born?' or give a name")
+        question = question.strip()
+        if asked_person(question) is None and not question.endswith("?"):
+            question = f"Where was {question} born?"  # a bare name
+        problem = question_problem(question, self.tokenizer, _Shape(self.model.config, settings),
+                                   settings.max_new_tokens)
+        if problem is not None:
+            raise QuestionError(problem)
+        return {"input_ids": torch.tensor([self.tokenizer.encode_text(question)])}
+
+    def _forward(self, model_inputs: dict[str, torch.Tensor], settings: AnsweringSettings) -> dict[str, list]:
+        pad, itos = self.tokenizer.pad_token_id, self.tokenizer.itos
+        questions = ["".join(itos[t] for t in row if t != pad) for row in model_inputs["input_ids"].tolist()]
+        answered = answer_questions(self.model, self.tokenizer, questions, settings, batch_size=len(questions),
+                                    score=True, show_progress=False)
+        return {"question": questions, "answer": answered.answers,
+                "probability": [answered.confidence(i) for i in range(len(questions))],
+                "recitation": answered.recitations or [None] * len(questions),
+                "abstain_below": [settings.abstain_below] * len(questions)}
+
+    def postprocess(self, model_outputs: dict[str, Any], abstain_below: float | None = None,
+                    wiki: WikiIndex | None = None, **_: Any) -> dict[str, Any]:
+        one = {key: value[0] if isinstance(value, list) else value for key, value in model_outputs.items()}
+        threshold = one.pop("abstain_below")
+        out = {**one, "abstained": threshold is not None and one["probability"] < threshold}
+        if wiki is not None:
+            person = asked_person(out["question"])
+            lines = wiki.lines_with(person) if person else ()
+            out["grounded"] = wiki.occurs_in(out["answer"], lines) if lines else None
+            out["line"] = wiki.lines[lines[0] - 1] if lines else None
+        return out
+
+
+class _Shape:
+    """A config seen with the answer format of `settings` (what `question_problem` checks against)."""
+
+    def __init__(self, config, settings: AnsweringSettings) -> None:
+        self._config, self.answer_format = config, settings.answer_format
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._config, name)
+
+
+def _documents(documents: str | os.PathLike) -> WikiIndex:
+    """wiki.txt from a path, or its text given as is."""
+    if os.path.isfile(documents):
+        with open(documents, encoding="utf-8") as f:
+            return WikiIndex(f.read(), documents)
+    return WikiIndex(str(documents))
+
+
+def save_pipeline_files(config, folder: str | os.PathLike) -> None:
+    """Make a model folder answer through `pipeline(model=FOLDER, trust_remote_code=True)`: `config` (call before
+    the model's `save_pretrained` writes it) names this pipeline, and this file and the modules it imports are copied
+    beside the model code."""
+    config.custom_pipelines = {TASK: {"impl": f"{__name__.split('.')[-1]}.{BirthplaceQAPipeline.__name__}",
+                                      "pt": ["AutoModelForCausalLM"], "tf": [], "type": "text"}}
+    if folder is not None:
+        os.makedirs(folder, exist_ok=True)
+        custom_object_save(BirthplaceQAPipeline, folder)

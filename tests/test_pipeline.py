@@ -1,0 +1,134 @@
+"""The birthplace-qa pipeline answers like evaluate_birthplace.py in every answer format, reads how to answer from the
+model folder, and works where the package is not installed (trust_remote_code=True)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+from transformers import pipeline
+
+import evaluate_birthplace
+import train_finetune
+from data_scripts import write_synthetic_corpus
+from modeling_chargpt import TASK, BirthplaceQAPipeline
+from modeling_chargpt.answering import QuestionError
+from training import run_cli
+
+TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--report_to", "none", "--disable_tqdm", "True"]
+FORMATS = {  # evaluate_birthplace.py flags of each answer format the project trains
+    "reference": [],
+    "recite": [],
+    "span": ["--answer_from_recitation", "True"],
+    "span, continued": ["--answer_from_recitation", "True", "--continue_recitation", "True"],
+}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("world")
+    write_synthetic_corpus(out, n_people=40, n_train=20, n_dev=10, n_test=10, seed=1)
+    return out
+
+
+def finetune(world: Path, out: Path, *extra: str) -> Path:
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "12",
+            "--per_device_train_batch_size", "4", "--learning_rate", "3e-3", *extra]
+    assert run_cli(train_finetune.main, argv) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(world, tmp_path_factory) -> dict[str, Path]:
+    """A model that answers the reference way and one that recites first (tiny, a few steps: answers are poor but
+    deterministic, which is what the comparison needs)."""
+    root = tmp_path_factory.mktemp("models")
+    return {"direct": finetune(world, root / "direct"), "recite": finetune(world, root / "recite", "--recite", "True")}
+
+
+def questions(world: Path) -> list[str]:
+    return [line.split("\t")[0] for line in (world / "birth_dev.tsv").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_the_pipeline_answers_as_the_evaluation_does(fmt, world, models, tmp_path):
+    model = models["direct" if fmt == "reference" else "recite"]
+    preds = tmp_path / "dev.predictions"
+    argv = ["--model_name_or_path", str(model), "--eval_corpus_path", str(world / "birth_dev.tsv"), "--outputs_path",
+            str(preds), "--batch_size", "4", *FORMATS[fmt]]
+    assert run_cli(evaluate_birthplace.main, argv) == 0
+    records = [json.loads(line) for line in Path(f"{preds}.records.jsonl").read_text().splitlines()]
+    overrides = {"answer_from_recitation": "span" in fmt, "continue_recitation": "continued" in fmt}
+    ask = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    answered = ask(questions(world), batch_size=3, **overrides)
+    assert [a["answer"] for a in answered] == [r["answer"] for r in records]
+    assert [a["recitation"] for a in answered] == [r["recitation"] for r in records]
+    for a, r in zip(answered, records, strict=True):
+        assert a["probability"] == pytest.approx(r["confidence"], rel=1e-4)
+    one = ask(questions(world)[0], **overrides)  # one question, no batching: the same answer
+    assert one["answer"] == records[0]["answer"] and one["abstained"] is False
+
+
+def test_a_finetuned_folder_says_how_it_answers_and_abstains(world, models, tmp_path):
+    config = json.loads((models["recite"] / "config.json").read_text())
+    assert config["answer_format"] == "recite"
+    assert config["answering"]["answer_from_recitation"] is False and config["answering"]["abstain_below"] is None
+    assert config["custom_pipelines"][TASK]["impl"] == "pipeline_chargpt.BirthplaceQAPipeline"
+    assert {"pipeline_chargpt.py", "answering.py", "grounding.py"} <= {p.name for p in models["recite"].iterdir()}
+    ask = pipeline(TASK, model=str(models["direct"]), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    first = ask(questions(world)[0], abstain_below=0.999999)
+    assert first["abstained"] is True
+    name = questions(world)[0][len("Where was "):-len(" born?")]
+    bare = ask(name, documents=str(world / "wiki.txt"))  # a bare name, with the documents
+    assert bare["question"] == questions(world)[0] and bare["answer"] == first["answer"]
+    assert bare["line"] is not None and name in bare["line"] and isinstance(bare["grounded"], bool)
+
+
+@pytest.mark.parametrize("bad,expected", [
+    ("", "an empty question"),
+    ("Where was Zoë born?", "character 'ë' (U+00EB)"),
+])
+def test_bad_questions_are_one_line(bad, expected, models):
+    ask = pipeline(TASK, model=str(models["direct"]), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    with pytest.raises(QuestionError, match=re.escape(expected)):
+        ask(bad)
+    recite = pipeline(TASK, model=str(models["recite"]), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    with pytest.raises(QuestionError, match="is not 'Where was NAME born"):
+        recite("Who is Ann?")
+    with pytest.raises(QuestionError, match="must be a probability between 0 and 1"):
+        recite("Ann", abstain_below=1.5)
+
+
+def test_a_fresh_environment_answers_through_remote_code(world, models, tmp_path):
+    """No package on the path (-I -S, site-packages added back by hand): the folder's own code answers."""
+    model = models["recite"]
+    expected = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")(
+        questions(world)[:3], answer_from_recitation=True)
+    script = textwrap.dedent("""
+        import importlib.util, json, sys
+        sys.path.append(sys.argv[1])
+        assert importlib.util.find_spec("modeling_chargpt") is None, "the package must not be importable here"
+        from transformers import pipeline
+        ask = pipeline(model=sys.argv[2], trust_remote_code=True, device="cpu")
+        out = ask(json.loads(sys.argv[3]), answer_from_recitation=True)
+        print(json.dumps({"pipeline": type(ask).__module__, "answers": out,
+                          "package_imported": any(m.split(".")[0] == "modeling_chargpt" for m in sys.modules)}))
+        """)
+    env = {"PATH": os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf"), "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", script, sysconfig.get_paths()["purelib"], str(model),
+                           json.dumps(questions(world)[:3])], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["package_imported"] is False and result["pipeline"].startswith("transformers_modules.")
+    assert [a["answer"] for a in result["answers"]] == [a["answer"] for a in expected]
+    assert [a["recitation"] for a in result["answers"]] == [a["recitation"] for a in expected]
