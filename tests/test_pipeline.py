@@ -3,6 +3,7 @@ model folder, and works where the package is not installed (trust_remote_code=Tr
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -132,3 +133,25 @@ def test_a_fresh_environment_answers_through_remote_code(world, models, tmp_path
     assert result["package_imported"] is False and result["pipeline"].startswith("transformers_modules.")
     assert [a["answer"] for a in result["answers"]] == [a["answer"] for a in expected]
     assert [a["recitation"] for a in result["answers"]] == [a["recitation"] for a in expected]
+
+
+def test_chargpt_ask_prints_what_a_person_reads(world, models, capsys, monkeypatch):
+    from evaluation import ask
+
+    question = questions(world)[0]
+    name = question[len("Where was "):-len(" born?")]
+    assert run_cli(ask.main, [str(models["direct"]), question, name, "--wiki", str(world / "wiki.txt")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    answer = pipeline(TASK, model=str(models["direct"]), pipeline_class=BirthplaceQAPipeline, device="cpu")(
+        question)["answer"]
+    assert out[0].startswith(f"{question}  ->  {answer}  (") and out[0].endswith(" sure)")
+    assert out[1].startswith("    wiki.txt (the answer is") and name in out[1]
+    assert out[2] == out[0] and len(out) == 4  # the bare name is the same question
+    assert run_cli(ask.main, [str(models["direct"]), question, "--abstain_below", "0.999999"]) == 0
+    assert capsys.readouterr().out.startswith(f"{question}  ->  I don't know (its best guess")
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{question}\n\nWhere was Zoë born?\n"))
+    assert run_cli(ask.main, [str(models["recite"])]) == 1  # questions from standard input; one is bad
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: character 'ë' (U+00EB)") and "Traceback" not in "\n".join(err)
+    assert run_cli(ask.main, [str(world)]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")

@@ -1,0 +1,88 @@
+"""Ask a trained model, as a person would: `chargpt-ask MODEL "Where was NAME born?"`.
+
+    chargpt-ask out/best/seed0 "Where was Khatchig Mouradian born?" "Ann Lee"
+    chargpt-ask out/best/seed0 --wiki ../shared/data/wiki.txt < questions.txt    # one question per line
+
+Each answer comes through the birthplace-qa pipeline, so it is the answer the model was measured with: its saved
+format and abstention threshold (`--abstain_below` sets another, `--abstain_below 0` answers everything). It prints
+the answer and the model's probability of it, "I don't know" where the model abstains, and with `--wiki` the
+person's wiki.txt line and whether the answer is in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from data_scripts import read_text_file
+from training import UsageError, check_chargpt_folder, run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chargpt-ask", description=__doc__.split("\n")[0])
+    parser.add_argument("model", help="a finetuned chargpt model folder")
+    parser.add_argument("questions", nargs="*", help="'Where was NAME born?' or a name; none: read standard input")
+    parser.add_argument("--wiki", help="wiki.txt: show the person's line and whether the answer is in it")
+    parser.add_argument("--abstain_below", type=float, default=None,
+                        help="answer only above this probability (default: the model's saved threshold; 0: always)")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--device", default="cpu")
+    return parser
+
+
+def _percent(probability: float) -> str:
+    return f"{100 * probability:.0f}%" if probability >= 0.005 else "<1%"
+
+
+def describe(result: dict, threshold: float | None) -> list[str]:
+    """What a person reads for one answer: the question and the answer (or "I don't know"), then its grounding."""
+    sure = _percent(result["probability"])
+    if result["abstained"]:
+        lines = [f"{result['question']}  ->  I don't know (its best guess, {result['answer']!r}, has {sure}; it "
+                 f"answers above {_percent(threshold)})"]
+    else:
+        lines = [f"{result['question']}  ->  {result['answer']}  ({sure} sure)"]
+    if result.get("recitation"):
+        lines.append(f"    recited: {result['recitation']}")
+    if "line" in result:
+        if result["line"] is None:
+            lines.append("    wiki.txt: no line about this person")
+        else:
+            found = "the answer is in it" if result["grounded"] else "the answer is not in it"
+            lines.append(f"    wiki.txt ({found}): {result['line']}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_chargpt_folder(args.model)  # one line for a folder that is not a model, before loading anything
+    questions = list(args.questions) or [line.strip() for line in sys.stdin if line.strip()]
+    if not questions:
+        raise UsageError("no question: give one after the model folder, or one per line on standard input")
+    from transformers import pipeline
+
+    from modeling_chargpt import TASK, BirthplaceQAPipeline
+    from modeling_chargpt.answering import QuestionError
+
+    ask = pipeline(TASK, model=args.model, pipeline_class=BirthplaceQAPipeline, device=args.device)
+    options = {"documents": read_text_file(args.wiki)} if args.wiki else {}  # a missing file: one line
+    if args.abstain_below is not None:
+        options["abstain_below"] = args.abstain_below or None
+    threshold = options.get("abstain_below", ask.settings.abstain_below)
+    try:
+        results = ask(questions, batch_size=args.batch_size, **options)
+    except QuestionError as err:
+        raise UsageError(str(err)) from None
+    for result in results:
+        print("\n".join(describe(result, threshold)))
+    return 0
+
+
+def cli() -> int:
+    """The installed `chargpt-ask` command."""
+    return run_cli(main)
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
