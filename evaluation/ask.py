@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not questions:
         raise UsageError("no question: give one after the model folder, or one per line on standard input")
     from transformers import pipeline
+    from transformers.utils import logging
+
+    logging.set_verbosity_warning()  # a person reads the answers, not the loading
+    logging.disable_progress_bar()
 
     from modeling_chargpt import TASK, BirthplaceQAPipeline
     from modeling_chargpt.answering import QuestionError

@@ -18,3 +18,10 @@ start=$(date +%s)
 python -m data_scripts.synthetic --out_dir "$OUT/data" ${SYNTHETIC_ARGS:-}
 python scripts/run_experiments.py --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants "${VARIANTS:-rope}" "$@"
 echo "demo wall time: $(( $(date +%s) - start ))s"
+# Ask the pretrained-then-finetuned model three dev questions as a person would (the birthplace-qa pipeline)
+model="$OUT/${VARIANTS:-rope}-causal-seed0-finetune"
+if [ -d "$model" ]; then
+  echo
+  echo "chargpt-ask $model (three dev questions, with the person's wiki.txt line):"
+  head -n 3 "$OUT/data/birth_dev.tsv" | cut -f1 | python -m evaluation.ask "$model" --wiki "$OUT/data/wiki.txt"
+fi
