@@ -17,6 +17,7 @@ chosen among the others; coverage still counts every question.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from evaluation.confidence import (
     summarize,
 )
 from evaluation.record_files import check_records_match, read_records, records_path_for
-from training import UsageError, atomic_write_json, run_cli
+from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Never answer an ungrounded answer; choose the threshold among the grounded ones.")
     parser.add_argument("--bins", type=int, default=10, help="Confidence bins of the reliability diagram and ECE.")
     parser.add_argument("--out_dir", required=True, help="Where the plots and abstention.json go.")
+    parser.add_argument("--save_to", nargs="+", default=[], metavar="MODEL_DIR",
+                        help="Finetuned model folders that should abstain below the held-out threshold: it is written "
+                             "into their config (answering.abstain_below, with the precision and coverage it was "
+                             "chosen for), so the birthplace-qa pipeline and chargpt-ask abstain by default.")
     return parser
 
 
@@ -76,12 +81,26 @@ def _percent(point: dict) -> str:
             f"{100 * point['coverage']:.1f}% ({point['answered']}/{point['total']})")
 
 
+def save_threshold(folder: str, threshold: float, abstention: dict) -> None:
+    """Write `threshold` and where it came from into a model folder's config.json (`config.answering`), whole or not
+    at all."""
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["answering"] = {**(config.get("answering") or {}), "abstain_below": threshold, "abstention": abstention}
+    atomic_write_json(path, config)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     if not 0 < opts.target_precision <= 1:
         raise UsageError(f"--target_precision {opts.target_precision}: must be in (0, 1]")
     if opts.bins < 1:
         raise UsageError(f"--bins {opts.bins}: must be at least 1")
+    if opts.save_to and (not opts.holdout or opts.grounded_only):
+        raise UsageError("--save_to needs --holdout (the threshold is chosen there) and no --grounded_only (a model "
+                         "abstains on its confidence alone)")
+    for folder in opts.save_to:
+        check_chargpt_folder(folder)  # before anything is computed
     out = Path(opts.out_dir)
     dev_path, dev = load(opts.dev, opts.dev_records, opts.grounded_only)
     result: dict = {"dev": {"predictions": opts.dev, "records": str(dev_path),
@@ -114,6 +133,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  at the held-out threshold {threshold:.4g}: {_percent(at)}")
         flags = " --abstain_ungrounded" if opts.grounded_only else ""
         print(f"  to answer this way: evaluate_birthplace.py ...{flags} --abstain_below {threshold!r}")
+    if opts.save_to:
+        if threshold is None:
+            raise UsageError(f"no held-out threshold reaches precision {opts.target_precision}: nothing to save")
+        chosen = result["holdout"]["chosen"]
+        for folder in opts.save_to:
+            save_threshold(folder, threshold, {"target_precision": opts.target_precision,
+                                               "holdout_precision": chosen["precision"],
+                                               "holdout_coverage": chosen["coverage"], "holdout": opts.holdout})
+            print(f"  {folder} now abstains below {threshold:.4g}")
     plot_coverage_accuracy({k: v for k, v in curves.items() if v}, out / "coverage_accuracy.png", threshold,
                            totals={k: n for k, n in totals.items() if n is not None})
     plot_reliability(scored(dev), out / "reliability.png", opts.bins, "dev")

@@ -388,3 +388,35 @@ def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model,
     pairs = list(zip(questions["question"], questions["answer"], strict=True))[:4]
     half.write_text("".join(f"{q}\t{a}\n" for q, a in pairs))
     assert experiments.group_scores(preds, world / "birth_dev.tsv", {"half": half})["half"]["correct"] == 2
+
+
+def test_the_held_out_threshold_travels_with_the_model(tmp_path, world, tiny_model, capsys):
+    """abstention.py --save_to writes the threshold and its provenance into the model folder; the birthplace-qa
+    pipeline then abstains below it without being told."""
+    import shutil
+
+    from transformers import pipeline
+
+    from modeling_chargpt import TASK, BirthplaceQAPipeline
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    held = _write_eval(tmp_path, "held", _handmade([0.9, 0.8, 0.7, 0.6, 0.5, 0.4],
+                                                   [True, True, False, True, False, False]))
+    dev = _write_eval(tmp_path, "dev", _handmade([0.95, 0.65, 0.6, 0.59, 0.1], [True, False, True, True, False]))
+    argv = ["--holdout", str(held), "--dev", str(dev), "--target_precision", "0.75", "--out_dir",
+            str(tmp_path / "a"), "--save_to", str(model)]
+    assert run_cli(abstention.main, argv) == 0
+    answering = json.loads((model / "config.json").read_text())["answering"]
+    assert answering["abstain_below"] == 0.6
+    assert answering["abstention"] == {"target_precision": 0.75, "holdout_precision": 0.75,
+                                       "holdout_coverage": pytest.approx(4 / 6), "holdout": str(held)}
+    ask = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    assert ask.settings.abstain_below == 0.6
+    question = (world / "birth_dev.tsv").read_text(encoding="utf-8").split("\t")[0]
+    result = ask(question)
+    assert result["abstained"] == (result["probability"] < 0.6)
+    assert ask(question, abstain_below=None)["abstained"] is False  # turned off by the caller
+    capsys.readouterr()
+    assert run_cli(abstention.main, [*argv[:-2], "--save_to", str(model), "--grounded_only"]) == 1
+    assert "--save_to needs --holdout" in capsys.readouterr().err
