@@ -13,6 +13,7 @@ occurs in the person's wiki.txt line) and an error-analysis page (``.html``); do
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from training import (
     parse_args,
     run_cli,
 )
+from training.hub import add_eval_result, push_folder
 from training.presets import EVALUATION, PRESETS, REFERENCE
 
 logger = logging.get_logger(__name__)
@@ -75,6 +77,13 @@ class EvalArguments:
                 "MASK span MASK' (the finetuning rows of long lines)."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
+    model_card: bool = field(default=False, metadata={
+        "help": "Record the exact match in the model folder's card (README.md model-index: the dataset and this "
+                "command), replacing an earlier result on the same file."})
+    push_to_hub: bool = field(default=False, metadata={
+        "help": "After evaluating, upload the model folder (its card included) to the Hugging Face Hub."})
+    hub_model_id: str | None = field(default=None, metadata={"help": "The repository (default: the folder's name)."})
+    hub_private_repo: bool | None = field(default=None, metadata={"help": "Create the repository private."})
     preset: str = field(default=REFERENCE, metadata={
         "help": "Answer as the training preset's models were measured: " + "; ".join(
             f"'{name}' sets " + ", ".join(f"--{flag} {value}" for flag, value in EVALUATION[name].items())
@@ -95,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--answer_from_recitation needs a reciting model; the London baseline has none")
     if args.continue_recitation and not args.answer_from_recitation:
         raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
+    if (args.model_card or args.push_to_hub) and args.baseline:
+        raise UsageError("--model_card and --push_to_hub need a model folder; the London baseline has none")
     if args.abstain_below is not None and args.baseline:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
@@ -156,6 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarize(records) if analyse else None
     if summary:
         print("\n".join(describe(summary)))
+    if args.model_card and args.model_name_or_path:
+        add_eval_result(args.model_name_or_path, scores["accuracy"], args.eval_corpus_path,
+                        shlex.join(["python", "evaluate_birthplace.py", *(sys.argv[1:] if argv is None else argv)]))
+    if args.push_to_hub and args.model_name_or_path:
+        print(f"pushed to {push_folder(args.model_name_or_path, args.hub_model_id, args.hub_private_repo)}")
     if args.results_path:
         atomic_write_json(args.results_path, {**scores, "eval_corpus_path": args.eval_corpus_path,
                                               "model": args.model_name_or_path or f"baseline:{args.baseline}",

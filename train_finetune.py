@@ -48,6 +48,7 @@ from training import (
     make_accelerator,
     parse_args,
     parse_seeds,
+    push_if_asked,
     report_done,
     run_card,
     run_cli,
@@ -222,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         card=card,
         run_name="finetune",
     )
+    push_if_asked(accelerator, args, result, seeds)
     saved_to = args.output_dir if seeds is None else f"{args.output_dir}/seed-{{{','.join(map(str, seeds))}}}"
     return report_done(accelerator, result, "finetuning", saved_to)
 

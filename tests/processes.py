@@ -5,10 +5,12 @@ the process is not what a test checks, in the test's own process."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import runpy
 import subprocess
 import sys
+import sysconfig
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -61,3 +63,28 @@ def run_script(path: str | os.PathLike, argv: list[str]) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
         torch.set_num_threads(threads)
     return 0
+
+
+_FRESH_ASK = """
+import importlib.util, json, sys
+sys.path.append(sys.argv[1])
+assert importlib.util.find_spec("modeling_chargpt") is None, "the package must not be importable here"
+from transformers import pipeline
+ask = pipeline(model=sys.argv[2], trust_remote_code=True, device="cpu")
+out = ask(json.loads(sys.argv[3]), **json.loads(sys.argv[4]))
+print(json.dumps({"pipeline": type(ask).__module__, "answers": out,
+                  "package_imported": any(m.split(".")[0] == "modeling_chargpt" for m in sys.modules)}))
+"""
+
+
+def ask_without_the_package(folder: str | os.PathLike, questions: list[str], home: Path, **options) -> dict:
+    """`pipeline(model=folder, trust_remote_code=True)(questions, **options)` in a fresh interpreter where this
+    package cannot be imported (-I -S; site-packages added back by hand, HF_HOME under `home`): what a person without
+    chargpt installed gets. Returns the answers, the pipeline's module and whether the package was imported."""
+    env = {"PATH": os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HOME": str(home / "hf"), "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", _FRESH_ASK, sysconfig.get_paths()["purelib"],
+                           str(folder), json.dumps(questions), json.dumps(options)],
+                          cwd=home, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

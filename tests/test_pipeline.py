@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
-import sys
-import sysconfig
-import textwrap
 from pathlib import Path
 
 import pytest
+from processes import ask_without_the_package
 from transformers import pipeline
 
 import evaluate_birthplace
@@ -109,27 +105,11 @@ def test_bad_questions_are_one_line(bad, expected, models):
 
 
 def test_a_fresh_environment_answers_through_remote_code(world, models, tmp_path):
-    """No package on the path (-I -S, site-packages added back by hand): the folder's own code answers."""
+    """No package on the path: the folder's own code answers, as the package does."""
     model = models["recite"]
     expected = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")(
         questions(world)[:3], answer_from_recitation=True)
-    script = textwrap.dedent("""
-        import importlib.util, json, sys
-        sys.path.append(sys.argv[1])
-        assert importlib.util.find_spec("modeling_chargpt") is None, "the package must not be importable here"
-        from transformers import pipeline
-        ask = pipeline(model=sys.argv[2], trust_remote_code=True, device="cpu")
-        out = ask(json.loads(sys.argv[3]), answer_from_recitation=True)
-        print(json.dumps({"pipeline": type(ask).__module__, "answers": out,
-                          "package_imported": any(m.split(".")[0] == "modeling_chargpt" for m in sys.modules)}))
-        """)
-    env = {"PATH": os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf"), "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", script, sysconfig.get_paths()["purelib"], str(model),
-                           json.dumps(questions(world)[:3])], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = ask_without_the_package(model, questions(world)[:3], tmp_path, answer_from_recitation=True)
     assert result["package_imported"] is False and result["pipeline"].startswith("transformers_modules.")
     assert [a["answer"] for a in result["answers"]] == [a["answer"] for a in expected]
     assert [a["recitation"] for a in result["answers"]] == [a["recitation"] for a in expected]

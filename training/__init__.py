@@ -2,8 +2,8 @@
 
 Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`,
 `outputs` (nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`;
-`seeds` (several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`;
-`checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
+`seeds` (several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`,
+`hub`; `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
 
 Names are imported lazily (PEP 562), as in `data_scripts`: a tool that only writes files (`training.files`) or
 reads flags does not import the training loop, accelerate or the model.
@@ -20,6 +20,7 @@ _EXPORTS = {
     "checkpoints": ["find_latest_checkpoint"],
     "cli": ["parse_args", "run_cli", "run_logged"],
     "errors": ["TrainingDivergedError", "UsageError"],
+    "hub": ["add_eval_result", "push_if_asked", "push_run"],
     "files": ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "replace_folder"],
     "loop": ["build_optimizer", "make_accelerator", "train"],
     "outputs": ["check_output_dir", "check_output_file"],
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .cli import parse_args, run_cli, run_logged
     from .errors import TrainingDivergedError, UsageError
     from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
+    from .hub import add_eval_result, push_if_asked, push_run
     from .loop import build_optimizer, make_accelerator, train
     from .outputs import check_output_dir, check_output_file
     from .precision import cpu_has_fast_bf16, resolve_precision
@@ -71,6 +73,7 @@ __all__ = [
     "TrainingArguments",
     "TrainingDivergedError",
     "UsageError",
+    "add_eval_result",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
@@ -88,6 +91,8 @@ __all__ = [
     "make_accelerator",
     "parse_args",
     "parse_seeds",
+    "push_if_asked",
+    "push_run",
     "seeds_card",
     "replace_folder",
     "report_done",

@@ -59,6 +59,14 @@ class TrainingArguments:
     """Optimisation, checkpointing and logging. `None` means: this stage's value in `training/presets.py`."""
 
     output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
+    push_to_hub: bool = field(
+        default=False, metadata={"help": "Upload the final model to the Hugging Face Hub (token from the environment, "
+                                 "as huggingface_hub reads it: HF_TOKEN or `hf auth login`)."})
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "The repository to push to, NAME or OWNER/NAME (default: the folder's name; "
+                                "a --seeds run pushes each member to ID-seed-S)."})
+    hub_private_repo: bool | None = field(
+        default=None, metadata={"help": "Create the repository private (default: the Hub's default)."})
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Replace the final model another run left in --output_dir (refused without it)."},

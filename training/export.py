@@ -17,7 +17,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizer
 from modeling_chargpt.pipeline_chargpt import save_pipeline_files
 
 from .files import atomic_write_json, replace_folder
-from .reporting import plot_loss_curve, write_model_card
+from .hub import write_model_card
+from .reporting import plot_loss_curve
 from .seeds import SeedStack
 from .stacking import SeedEnsemble
 from .state import TrainResult, TrainState

@@ -38,26 +38,6 @@ def plot_loss_curve(losses: list[tuple[int, float]], path: str | Path, title: st
     plt.close(fig)
 
 
-def write_model_card(path: str | Path, info: dict) -> None:
-    """A short README.md: what was trained, on what, with which hyper-parameters, and how it ended."""
-    lines = [
-        "---",
-        "library_name: transformers",
-        "tags: [chargpt, cs224n, character-level]",
-        "---",
-        f"# {info.get('title', 'chargpt model')}",
-        "",
-        "A character-level GPT from the chargpt project (CS224N pretraining/birthplace assignment).",
-        "Load it with `import modeling_chargpt` then `AutoModelForCausalLM.from_pretrained(folder)`, or with",
-        "`trust_remote_code=True` without the package.",
-        "",
-        "| field | value |",
-        "| --- | --- |",
-    ]
-    lines += [f"| {k} | {v} |" for k, v in info.items() if k != "title"]
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
 def run_card(model: PreTrainedModel, args: TrainingArguments, **fields: Any) -> dict:
     """Model-card fields every run records: shape, size and the hyper-parameters that shaped it."""
     c = model.config

@@ -1,0 +1,106 @@
+"""Sharing a model on the Hub, offline: a local folder stands in for the Hub (the upload calls are replaced, nothing
+else). What was pushed loads in a fresh process without the package and answers; its card holds the evaluation."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from huggingface_hub import HfApi, ModelCard
+from processes import ask_without_the_package
+from transformers import pipeline
+
+import evaluate_birthplace
+import train_finetune
+from data_scripts import write_synthetic_corpus
+from modeling_chargpt import TASK, BirthplaceQAPipeline
+from training import run_cli
+
+TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--report_to", "none", "--disable_tqdm", "True"]
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch) -> tuple[Path, list]:
+    """A local folder in place of the Hub: create_repo makes a folder, upload_folder copies the files it would send;
+    and the calls made."""
+    root = tmp_path / "hub"
+    calls: list = []
+
+    def create_repo(self, repo_id, *, private=None, exist_ok=False, repo_type=None, **kwargs):
+        (root / repo_id).mkdir(parents=True, exist_ok=exist_ok)
+        calls.append(("create", repo_id, private))
+        return f"https://huggingface.co/{repo_id}"
+
+    def upload_folder(self, *, repo_id, folder_path, ignore_patterns=None, **kwargs):
+        for path in Path(folder_path).rglob("*"):
+            rel = path.relative_to(folder_path).as_posix()
+            if path.is_file() and not any(fnmatch.fnmatch(rel, p) for p in ignore_patterns or []):
+                (root / repo_id / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, root / repo_id / rel)
+        calls.append(("upload", repo_id, None))
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    root.mkdir()
+    return root, calls
+
+
+def test_a_pushed_model_answers_where_chargpt_is_not_installed(hub, tmp_path, capsys):
+    hub, calls = hub
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=2)
+    out = tmp_path / "tiny-recite"
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "4",
+            "--per_device_train_batch_size", "4", "--recite", "True", "--checkpointing_steps", "2",
+            "--push_to_hub", "True", "--hub_model_id", "me/tiny-recite", "--hub_private_repo", "True"]
+    assert run_cli(train_finetune.main, argv) == 0
+    assert "pushed to https://huggingface.co/me/tiny-recite" in capsys.readouterr().out
+    pushed = hub / "me" / "tiny-recite"
+    assert (pushed / "model.safetensors").is_file() and (pushed / "pipeline_chargpt.py").is_file()
+    assert not (pushed / "checkpoints").exists() and not (pushed / "runs").exists()
+    assert ("create", "me/tiny-recite", True) in calls
+
+    # evaluate, record the result in the card, push again
+    dev = world / "birth_dev.tsv"
+    argv = ["--model_name_or_path", str(out), "--eval_corpus_path", str(dev), "--model_card", "True",
+            "--push_to_hub", "True", "--hub_model_id", "me/tiny-recite", "--results_path", str(tmp_path / "dev.json")]
+    assert run_cli(evaluate_birthplace.main, argv) == 0
+    accuracy = json.loads((tmp_path / "dev.json").read_text())["accuracy"]
+    card = ModelCard.load(pushed / "README.md")
+    [result] = card.data.eval_results
+    assert (result.metric_type, result.metric_value, result.dataset_name) == ("exact_match", accuracy,
+                                                                              "birth_dev.tsv")
+    assert "birthplace-qa" in card.data.tags
+    assert f"- `birth_dev.tsv`: exact match {100 * accuracy:.1f}%, measured with `python evaluate_birthplace.py" \
+        in card.text
+    assert "trust_remote_code=True" in card.text
+
+    # what a person without chargpt gets from the "Hub" copy is what the package gives locally
+    questions = [line.split("\t")[0] for line in dev.read_text(encoding="utf-8").splitlines()[:3]]
+    local = pipeline(TASK, model=str(out), pipeline_class=BirthplaceQAPipeline, device="cpu")(questions)
+    fresh = ask_without_the_package(pushed, questions, tmp_path)
+    assert fresh["package_imported"] is False
+    assert [a["answer"] for a in fresh["answers"]] == [a["answer"] for a in local]
+    assert [a["recitation"] for a in fresh["answers"]] == [a["recitation"] for a in local]
+
+
+def test_a_failed_push_is_one_line_and_keeps_the_model(tmp_path, monkeypatch, capsys):
+    def refuse(self, *args, **kwargs):
+        raise PermissionError("401 Client Error: no token")
+
+    monkeypatch.setattr(HfApi, "create_repo", refuse)
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=2)
+    out = tmp_path / "run"
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "1",
+            "--per_device_train_batch_size", "4", "--push_to_hub", "True"]
+    assert run_cli(train_finetune.main, argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: --push_to_hub run: PermissionError: 401 Client Error: no token (the model is saved "
+                       f"in {out})")
+    assert (out / "model.safetensors").is_file()

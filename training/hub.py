@@ -1,0 +1,91 @@
+"""Sharing a model on the Hugging Face Hub: its card (huggingface_hub's `ModelCard`, with a `model-index` an
+evaluation fills in) and the upload (`HfApi`; the token comes from the environment, as huggingface_hub reads it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+
+from .errors import UsageError
+
+CARD = "README.md"
+EVALUATED = "## Evaluation"
+TAGS = ["chargpt", "cs224n", "character-level", "birthplace-qa"]
+# What a model folder holds besides the model: resumable state, logs, snapshots and temporary folders stay local
+NOT_PUSHED = ["checkpoints/*", "runs/*", "epoch-*/*", ".tmp*", "*.tmp"]
+USAGE = """A character-level GPT from the chargpt project (the CS224N pretraining and birthplace assignment).
+
+Ask it where someone was born, in the format it was measured with (its folder holds the pipeline's code):
+
+```python
+from transformers import pipeline
+ask = pipeline(model="THIS_FOLDER_OR_REPO_ID", trust_remote_code=True)
+ask("Where was Khatchig Mouradian born?")
+```
+
+Or load it with `import modeling_chargpt` then `AutoModelForCausalLM.from_pretrained(...)`.
+"""
+
+
+def write_model_card(path: str | os.PathLike, info: dict[str, Any]) -> None:
+    """README.md of a trained model: metadata through `ModelCardData`, then what was trained, on what, with which
+    hyper-parameters and how it ended (a table of `info`). An evaluation adds its result later (`add_eval_result`)."""
+    data = ModelCardData(library_name="transformers", tags=TAGS, model_name=info.get("title", "chargpt model"))
+    rows = "\n".join(f"| {k} | {v} |" for k, v in info.items() if k != "title")
+    body = (f"# {info.get('title', 'chargpt model')}\n\n{USAGE}\n"
+            f"| field | value |\n| --- | --- |\n{rows}\n")
+    ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").save(path)
+
+
+def add_eval_result(folder: str | os.PathLike, accuracy: float, dataset: str, command: str) -> None:
+    """Record an evaluation's exact match in the folder's card: its `model-index` (replacing an earlier result on the
+    same dataset) and, in the text, the command that measured it."""
+    path = Path(folder) / CARD
+    card = ModelCard.load(path) if path.is_file() else ModelCard(f"---\n{ModelCardData().to_yaml()}\n---\n")
+    name = Path(dataset).name
+    result = EvalResult(task_type="question-answering", task_name="birthplace question answering",
+                        dataset_type="cs224n-birthplaces", dataset_name=name, metric_type="exact_match",
+                        metric_name="exact match", metric_value=accuracy)
+    card.data.model_name = card.data.model_name or Path(folder).name
+    card.data.eval_results = [r for r in card.data.eval_results or [] if r.dataset_name != name] + [result]
+    line = f"- `{name}`: exact match {100 * accuracy:.1f}%, measured with `{command}`"
+    text = card.text.rstrip("\n")
+    if EVALUATED not in text:
+        text += f"\n\n{EVALUATED}\n"
+    kept = [x for x in text.split("\n") if not x.startswith(f"- `{name}`: ")]
+    card.text = "\n".join(kept) + "\n" + line + "\n"
+    card.save(path)
+
+
+def push_folder(folder: str | os.PathLike, repo_id: str | None, private: bool | None = None) -> str:
+    """Upload a model folder to `repo_id` (default: the folder's name), creating the repository if needed; the
+    model's files only (`NOT_PUSHED` stay local). Returns the repository's address."""
+    repo_id = repo_id or Path(folder).resolve().name
+    api = HfApi()
+    try:
+        url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model", ignore_patterns=NOT_PUSHED,
+                          commit_message=f"chargpt: upload {Path(folder).name}")
+    except Exception as err:  # no token, offline, no permission: one line, the model stays saved locally
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise UsageError(f"--push_to_hub {repo_id}: {type(err).__name__}: {first} (the model is saved in {folder})"
+                         ) from None
+    return str(url)
+
+
+def push_run(output_dir: str, hub_model_id: str | None, private: bool | None, seeds: list[int] | None) -> list[str]:
+    """`--push_to_hub`: the run's final model, or each `--seeds` member (OUTPUT_DIR/seed-S) to HUB_MODEL_ID-seed-S."""
+    if seeds is None:
+        return [push_folder(output_dir, hub_model_id, private)]
+    base = hub_model_id or Path(output_dir).resolve().name
+    return [push_folder(Path(output_dir) / f"seed-{seed}", f"{base}-seed-{seed}", private) for seed in seeds]
+
+
+def push_if_asked(accelerator: Any, args: Any, result: Any, seeds: list[int] | None) -> None:
+    """The training scripts' `--push_to_hub`, once the final model is saved (not after Ctrl-C), from one process."""
+    if args.push_to_hub and not result.interrupted and accelerator.is_main_process:
+        for url in push_run(args.output_dir, args.hub_model_id, args.hub_private_repo, seeds):
+            print(f"pushed to {url}")
