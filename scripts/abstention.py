@@ -34,7 +34,7 @@ from evaluation.confidence import (
     summarize,
 )
 from evaluation.record_files import check_records_match, read_records, records_path_for
-from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
+from training import UsageError, atomic_write_json, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,8 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.save_to and (not opts.holdout or opts.grounded_only):
         raise UsageError("--save_to needs --holdout (the threshold is chosen there) and no --grounded_only (a model "
                          "abstains on its confidence alone)")
-    for folder in opts.save_to:
-        check_chargpt_folder(folder)  # before anything is computed
+    if opts.save_to:
+        from training import check_chargpt_folder  # here: reading records needs neither torch nor the model
+
+        for folder in opts.save_to:
+            check_chargpt_folder(folder)  # before anything is computed
     out = Path(opts.out_dir)
     dev_path, dev = load(opts.dev, opts.dev_records, opts.grounded_only)
     result: dict = {"dev": {"predictions": opts.dev, "records": str(dev_path),
