@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+from tqdm.auto import tqdm
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
@@ -28,7 +29,8 @@ from evaluation.predict import check_questions, load_metric
 from evaluation.record_files import as_line, records_path_for, write_records
 from evaluation.records import build_records, find_wiki
 from evaluation.report_html import report_path_for, write_report
-from modeling_chargpt.answering import AnsweringSettings, answer_questions
+from modeling_chargpt import TASK, BirthplaceQAPipeline
+from modeling_chargpt.answering import AnsweringSettings
 from training import (
     UsageError,
     atomic_write_json,
@@ -137,9 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         args.model_name_or_path)
         settings = AnsweringSettings(config.answer_format, args.answer_from_recitation, args.continue_recitation,
                                      args.max_new_tokens)
-        answered = answer_questions(model, tokenizer, questions, settings, args.batch_size, score=analyse)
-        answers, recitations = answered.answers, answered.recitations
-        answer_scores, recitation_scores = answered.scores, answered.recitation_scores
+        answers, recitations, answer_scores, recitation_scores = ask_pipeline(model, tokenizer, questions, settings,
+                                                                              args.batch_size, score=analyse)
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,
                             recitations, recitation_scores)
     predictions = [r["prediction"] for r in records]
@@ -177,6 +178,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               "model": args.model_name_or_path or f"baseline:{args.baseline}",
                                               **({"analysis": summary} if summary else {})})
     return 0
+
+
+def ask_pipeline(model, tokenizer, questions: list[str], settings: AnsweringSettings, batch_size: int, score: bool,
+                 show_progress: bool = True) -> tuple:
+    """Answers, recitations and their scores, from the birthplace-qa pipeline answering with `settings` (it abstains
+    nothing: the records do). Questions go in sorted by length, so each batch pads little, as one sorted pass over
+    the file did; the outputs come back in file order."""
+    ask = BirthplaceQAPipeline(model=model, tokenizer=tokenizer, task=TASK, device=model.device, settings=settings)
+    order = sorted(range(len(questions)), key=lambda i: len(questions[i]))
+    outputs = ask((questions[i] for i in order), batch_size=batch_size, score=score, details=True,
+                  abstain_below=None)
+    results: list = [None] * len(questions)
+    answered = tqdm(outputs, total=len(questions), desc="answering", disable=not show_progress)
+    for i, out in zip(order, answered, strict=True):
+        results[i] = out
+    recites = results and results[0]["recitation"] is not None
+    return ([r["answer"] for r in results], [r["recitation"] for r in results] if recites else None,
+            [r["answer_score"] for r in results] if score else None,
+            [r["recitation_score"] for r in results] if score and recites else None)
 
 
 def cli() -> int:

@@ -1,6 +1,7 @@
 """Evaluation speed: the reference loop (one question at a time, 32 full forward passes, no cache) vs chargpt's
-batched `generate()` with the KV cache (dynamic, then static), on all dev questions, in one process. Predictions
-must be identical.
+batched `generate()` with the KV cache (dynamic, then static), and the birthplace-qa pipeline that
+evaluate_birthplace.py answers through (static cache; with (c), `--repeats` alternated runs, medians), on all dev
+questions, in one process. Predictions must be identical.
 
     python benchmarks/bench_eval.py --data_dir ../shared/data [--model_name_or_path out/rope-finetune] [--json f]
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,8 +22,9 @@ from pathlib import Path
 import torch
 
 from data_scripts import load_pretrain_corpus, load_qa_tsv
+from evaluate_birthplace import ask_pipeline
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from modeling_chargpt.answering import predict_birthplaces
+from modeling_chargpt.answering import AnsweringSettings, predict_birthplaces
 from training import load_chargpt
 
 
@@ -50,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch_size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--repeats", type=int, default=3, help="timings of (c) and (d), alternated")
     parser.add_argument("--json", default=None)
     return parser
 
@@ -79,12 +83,27 @@ def main() -> None:
                                    show_progress=False, cache_implementation=cache)
         timings[cache] = time.perf_counter() - start
         agree[cache] = sum(a == b for a, b in zip(ref, ours, strict=True))
+    # evaluate_birthplace.py's path, the birthplace-qa pipeline (no scores), against (c): alternated, the medians
+    pairs = []
+    for _ in range(opts.repeats):
+        start = time.perf_counter()
+        predict_birthplaces(model, tok, questions, batch_size=opts.batch_size, show_progress=False)
+        middle = time.perf_counter()
+        piped = ask_pipeline(model, tok, questions, AnsweringSettings(), opts.batch_size, score=False,
+                             show_progress=False)[0]
+        pairs.append((middle - start, time.perf_counter() - middle))
+    timings["static"] = statistics.median([c for c, _ in pairs] + [timings["static"]])
+    timings["pipeline"] = statistics.median([p for _, p in pairs])
+    agree["pipeline"] = sum(a == b for a, b in zip(ref, piped, strict=True))
     same = min(agree.values())
     print(f"{len(questions)} dev questions on {opts.device} ({opts.threads} threads)")
     print(f"(a) reference loop, no cache             {t_ref:8.2f} s")
     for label, cache in (("(b)", "dynamic"), ("(c)", "static")):
         print(f"{label} batched generate, {cache:<7} KV cache {timings[cache]:8.2f} s   "
               f"speed-up x{t_ref / timings[cache]:.1f}   identical {agree[cache]}/{len(questions)}")
+    print(f"(d) the birthplace-qa pipeline (static)   {timings['pipeline']:8.2f} s   "
+          f"x{timings['pipeline'] / timings['static']:.3f} the time of (c)   identical {agree['pipeline']}/"
+          f"{len(questions)}")
     if opts.json:
         Path(opts.json).write_text(json.dumps({
             "device": opts.device, "threads": opts.threads, "questions": len(questions),
@@ -94,6 +113,8 @@ def main() -> None:
             "batched_static_cache_s": round(timings["static"], 2),
             "speedup_dynamic": round(t_ref / timings["dynamic"], 1),
             "speedup_static": round(t_ref / timings["static"], 1),
+            "pipeline_s": round(timings["pipeline"], 2),
+            "pipeline_vs_static": round(timings["pipeline"] / timings["static"], 3),
             "identical": same}, indent=2))
     if same != len(questions):
         sys.exit("predictions differ")

@@ -45,21 +45,26 @@ class BirthplaceQAPipeline(Pipeline):
     _load_video_processor = False
     _load_tokenizer = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, settings: AnsweringSettings | None = None, **kwargs: Any) -> None:
+        self._settings = settings  # before the base class reads them (it sanitizes the call's defaults)
         super().__init__(*args, **kwargs)
-        if not AnsweringSettings.saved(self.model.config):
+        if settings is None and not AnsweringSettings.saved(self.model.config):
             logger.warning("%s holds no answering settings (config.answering): it answers in its answer_format "
                            "(%r) without abstaining", getattr(self.model, "name_or_path", "the model"),
                            self.settings.answer_format)
 
     @property
     def settings(self) -> AnsweringSettings:
-        """How the model answers unless a call says otherwise: what its config saved."""
-        return AnsweringSettings.of(self.model.config)
+        """How the model answers unless a call says otherwise: `settings` given to the constructor, or else what
+        the model's config saved."""
+        return self._settings or AnsweringSettings.of(self.model.config)
 
-    def _sanitize_parameters(self, documents: str | os.PathLike | None = None, **kwargs: Any):
+    def _sanitize_parameters(self, documents: str | os.PathLike | None = None, score: bool = True,
+                             details: bool = False, **kwargs: Any):
+        """`score=False` skips the probabilities (and so abstention); `details=True` adds each answer's and
+        recitation's scores (`answering.AnswerScore`), which evaluate_birthplace.py's records keep."""
         overrides = {name: kwargs.pop(name) for name in _OVERRIDES if name in kwargs}
-        postprocess: dict[str, Any] = {}
+        postprocess: dict[str, Any] = {"details": details}
         if "abstain_below" in kwargs:  # None turns abstention off
             postprocess["abstain_below"] = kwargs.pop("abstain_below")
         if kwargs:
@@ -70,7 +75,7 @@ class BirthplaceQAPipeline(Pipeline):
                                         **({"abstain_below": postprocess["abstain_below"]}
                                            if "abstain_below" in postprocess else {})})
         settings.check()
-        return {"settings": settings}, {"settings": settings}, postprocess
+        return {"settings": settings}, {"settings": settings, "score": score}, postprocess
 
     def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
         """The question as the model's format takes it (a bare name becomes ``Where was NAME born?``), checked."""
@@ -85,21 +90,29 @@ class BirthplaceQAPipeline(Pipeline):
             raise QuestionError(problem)
         return {"input_ids": torch.tensor([self.tokenizer.encode_text(question)])}
 
-    def _forward(self, model_inputs: dict[str, torch.Tensor], settings: AnsweringSettings) -> dict[str, list]:
+    def _forward(self, model_inputs: dict[str, torch.Tensor], settings: AnsweringSettings,
+                 score: bool = True) -> dict[str, list]:
         pad, itos = self.tokenizer.pad_token_id, self.tokenizer.itos
         questions = ["".join(itos[t] for t in row if t != pad) for row in model_inputs["input_ids"].tolist()]
         answered = answer_questions(self.model, self.tokenizer, questions, settings, batch_size=len(questions),
-                                    score=True, show_progress=False)
+                                    score=score, show_progress=False)
+        n = len(questions)
         return {"question": questions, "answer": answered.answers,
-                "probability": [answered.confidence(i) for i in range(len(questions))],
-                "recitation": answered.recitations or [None] * len(questions),
-                "abstain_below": [settings.abstain_below] * len(questions)}
+                "probability": [answered.confidence(i) for i in range(n)],
+                "recitation": answered.recitations or [None] * n,
+                "abstain_below": [settings.abstain_below] * n,
+                "answer_score": answered.scores or [None] * n,
+                "recitation_score": answered.recitation_scores or [None] * n}
 
-    def postprocess(self, model_outputs: dict[str, Any], abstain_below: float | None = None,
-                    wiki: WikiIndex | None = None, **_: Any) -> dict[str, Any]:
+    def postprocess(self, model_outputs: dict[str, Any], details: bool = False, abstain_below: float | None = None,
+                    wiki: WikiIndex | None = None) -> dict[str, Any]:
         one = {key: value[0] if isinstance(value, list) else value for key, value in model_outputs.items()}
         threshold = one.pop("abstain_below")
-        out = {**one, "abstained": threshold is not None and one["probability"] < threshold}
+        scores = {key: one.pop(key) for key in ("answer_score", "recitation_score")}
+        sure = one["probability"]
+        out = {**one, "abstained": threshold is not None and sure is not None and sure < threshold}
+        if details:
+            out.update(scores)
         if wiki is not None:
             person = asked_person(out["question"])
             lines = wiki.lines_with(person) if person else ()

@@ -371,7 +371,9 @@ def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model,
     questions = load_qa_tsv(world / "birth_dev.tsv")
     first, second = questions["answer"][:2]
     broken = [first[:3] + "\n" + first[3:], "\n" + second, *questions["answer"][2:]]  # two broken, the rest right
-    monkeypatch.setattr(answering, "predict_birthplaces", lambda *a, **kw: list(broken))
+    answer_of = dict(zip(questions["question"], broken, strict=True))  # whatever order the questions come in
+    monkeypatch.setattr(answering, "predict_birthplaces", lambda model, tok, asked, *a, **kw: [answer_of[q]
+                                                                                             for q in asked])
     preds = tmp_path / "dev.predictions"
     argv = ["--model_name_or_path", str(tiny_model), "--eval_corpus_path", str(world / "birth_dev.tsv"),
             "--outputs_path", str(preds), "--results_path", str(tmp_path / "dev.json")]
