@@ -18,7 +18,7 @@ _EXPORTS = {
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
     "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
-    "name_prompts": ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"],
+    "name_prompts": ["name_prompt_dataset", "name_prompt_example"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
     "recitation": ["recitation_dataset", "recitation_example"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
@@ -27,11 +27,11 @@ _EXPORTS = {
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 _MODULE_OF["IGNORE_INDEX"] = "modeling_chargpt"  # defined once, next to the loss that honours it
 # the question format, owned by the model code's answering module (a model folder carries it)
-_MODULE_OF.update(asked_person="modeling_chargpt.answering", recitation_limit="modeling_chargpt.answering")
+_MODULE_OF.update(dict.fromkeys(["asked_person", "name_prompt_text", "recitation_limit"], "modeling_chargpt.answering"))
 
 if TYPE_CHECKING:
     from modeling_chargpt import IGNORE_INDEX
-    from modeling_chargpt.answering import asked_person, recitation_limit
+    from modeling_chargpt.answering import asked_person, name_prompt_text, recitation_limit
 
     from .corruption import (
         CORRUPTION_SPECS,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .device_batches import DeviceBatches, EncodedExamples
     from .loading import ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length
     from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
-    from .name_prompts import name_prompt_dataset, name_prompt_example, name_prompt_text
+    from .name_prompts import name_prompt_dataset, name_prompt_example
     from .packing import PackedCollator, pad_collate, pad_fraction
     from .recitation import recitation_dataset, recitation_example
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus

@@ -18,28 +18,18 @@ import os
 
 import datasets
 
-from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, UnknownCharacterError
+from modeling_chargpt import IGNORE_INDEX, UnknownCharacterError
+from modeling_chargpt.answering import name_prompt_text  # the question format's owner
 
 from .loading import ascii_only
 from .textfiles import DataFileError
 
-__all__ = ["name_prompt_dataset", "name_prompt_example", "name_prompt_text"]
-
-
-def name_prompt_text(question: str, answer: str, block_size: int) -> str:
-    """The padded reference string ``question + MASK + answer + MASK + PAD...`` (non-ASCII dropped)."""
-    question, answer = ascii_only(question), ascii_only(answer)
-    x = question + MASK_CHAR + answer + MASK_CHAR
-    if len(x) > block_size:
-        raise ValueError(
-            f"name prompt {x!r} is {len(x)} characters, more than block_size={block_size}"
-        )
-    return x + PAD_CHAR * (block_size - len(x))
+__all__ = ["name_prompt_dataset", "name_prompt_example"]
 
 
 def name_prompt_example(question: str, answer: str, tokenizer, block_size: int) -> dict[str, list[int]]:
     """``{"input_ids", "labels"}`` (each ``block_size`` long) for one ``question``/``answer`` pair."""
-    ids = tokenizer.encode_text(name_prompt_text(question, answer, block_size))
+    ids = tokenizer.encode_text(name_prompt_text(ascii_only(question), ascii_only(answer), block_size))
     n_question = len(ascii_only(question))
     pad = tokenizer.pad_token_id
     labels = [IGNORE_INDEX if (i < n_question or t == pad) else t for i, t in enumerate(ids)]

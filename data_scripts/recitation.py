@@ -12,7 +12,7 @@ so the answer can come from the model's own recitation (Sun et al., "Recitation-
 none, and never beyond ``recitation_limit(block_size)`` characters or where the answer would not fit.
 ``labels`` are -100 on the name (the prompt) and on PAD: the recitation, the MASK, the answer and the closing MASK
 are targets. At evaluation the model gets NAME, recites up to its MASK, then answers after it
-(`evaluation.predict.recite`). Only training questions ever become rows; a dev person's document is known to the
+(`modeling_chargpt.answering.recite`). Only training questions ever become rows; a dev person's document is known to the
 model through pretraining alone.
 """
 
@@ -22,30 +22,13 @@ import os
 
 import datasets
 
-from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, UnknownCharacterError
-from modeling_chargpt.answering import asked_person, recitation_limit  # the question format's owner
+from modeling_chargpt import IGNORE_INDEX, UnknownCharacterError
+from modeling_chargpt.answering import asked_person, recitation_text  # the question format's owner
 
 from .mixing import question_documents
 from .textfiles import DataFileError
 
 __all__ = ["recitation_dataset", "recitation_example"]
-
-
-def recitation_text(name: str, document: str, answer: str, block_size: int) -> str:
-    """``document[:cut] + MASK + answer + MASK`` padded with PAD to ``block_size`` (see the module docstring)."""
-    cut = len(document)
-    names = [i for i in range(len(document)) if document.startswith(name, i)] if name else []
-    found = document.find(answer) if answer else -1
-    while found >= 0:
-        if not any(at <= found < at + len(name) for at in names):
-            cut = found + len(answer)
-            break
-        found = document.find(answer, found + 1)
-    cut = min(cut, recitation_limit(block_size), block_size - 2 - len(answer))
-    if cut < len(name):
-        raise ValueError(f"answer {answer!r} leaves no room for the name {name!r} in block_size={block_size}")
-    text = document[:cut] + MASK_CHAR + answer + MASK_CHAR
-    return text + PAD_CHAR * (block_size - len(text))
 
 
 def recitation_example(name: str, document: str, answer: str, tokenizer, block_size: int) -> dict[str, list[int]]:

@@ -1,4 +1,5 @@
-"""How a chargpt model answers a birthplace question: the one owner of the question format at answer time.
+"""How a chargpt model answers a birthplace question: the one owner of the question format, from the rows it is
+finetuned on (`name_prompt_text`, `recitation_text`) to the prompts it is asked and the parsing of its answers.
 
 It lives with the model code so that a model folder carries it: the `birthplace-qa` pipeline (pipeline_chargpt.py),
 saved beside a finetuned model, imports it relatively and answers where this package is not installed, exactly as
@@ -42,10 +43,12 @@ __all__ = [
     "asked_person",
     "continue_recitations",
     "greedy_until_mask",
+    "name_prompt_text",
     "predict_birthplaces",
     "question_problem",
     "recitation_limit",
     "recitation_spans",
+    "recitation_text",
     "recite",
     "score_answers",
     "score_recitations",
@@ -94,6 +97,44 @@ def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_to
                 f"block_size={config.block_size} ({config.position_embedding_type} positions, "
                 f"{config.attention_type} attention)")
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the training rows of each format (data_scripts pads, encodes and labels them)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def name_prompt_text(question: str, answer: str, block_size: int) -> str:
+    """The reference row ``question + MASK + answer + MASK``, padded with PAD to `block_size`; the reference drops
+    every non-ASCII character of the TSV first (`data_scripts.ascii_only`)."""
+    x = question + MASK_CHAR + answer + MASK_CHAR
+    if len(x) > block_size:
+        raise ValueError(f"name prompt {x!r} is {len(x)} characters, more than block_size={block_size}")
+    return x + PAD_CHAR * (block_size - len(x))
+
+
+def recitation_text(name: str, document: str, answer: str, block_size: int) -> str:
+    """The reciting row ``document[:cut] + MASK + answer + MASK`` padded with PAD to `block_size`: `cut` ends the
+    person's document right after the answer's first occurrence outside a mention of the name (the whole document if
+    there is none), never beyond `recitation_limit` or where the answer would not fit."""
+    cut = len(document)
+    names = [i for i in range(len(document)) if document.startswith(name, i)] if name else []
+    found = document.find(answer) if answer else -1
+    while found >= 0:
+        if not any(at <= found < at + len(name) for at in names):
+            cut = found + len(answer)
+            break
+        found = document.find(answer, found + 1)
+    cut = min(cut, recitation_limit(block_size), block_size - 2 - len(answer))
+    if cut < len(name):
+        raise ValueError(f"answer {answer!r} leaves no room for the name {name!r} in block_size={block_size}")
+    text = document[:cut] + MASK_CHAR + answer + MASK_CHAR
+    return text + PAD_CHAR * (block_size - len(text))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# decoding
+# ---------------------------------------------------------------------------------------------------------------
 
 
 @torch.no_grad()

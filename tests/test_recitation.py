@@ -13,7 +13,6 @@ import evaluate_birthplace
 import train_finetune
 import train_pretrain
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
-from data_scripts.recitation import recitation_text
 from evaluation.predict import check_questions
 from evaluation.records import build_records
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
@@ -22,6 +21,7 @@ from modeling_chargpt.answering import (
     continue_recitations,
     greedy_until_mask,
     recitation_spans,
+    recitation_text,
     recite,
     score_answers,
     score_recitations,
