@@ -69,14 +69,15 @@ class EvalArguments:
     abstain_below: float | None = field(default=None, metadata={
         "help": "Answer nothing (an empty prediction) where the answer's probability (a reciting model's: of its "
                 "recitation and answer together) is below this, in (0, 1)."})
-    answer_from_recitation: bool = field(default=False, metadata={
+    answer_from_recitation: bool | None = field(default=None, metadata={
         "help": "A reciting model (--recite True) answers with the span (1-3 words) of its own recitation it finds "
                 "most probable as the place where the recitation stops (modeling_chargpt/answering.py), not by free "
-                "decoding."})
-    continue_recitation: bool = field(default=False, metadata={
+                "decoding. Default: as the model folder saved it (config.answering), else False."})
+    continue_recitation: bool | None = field(default=None, metadata={
         "help": "With --answer_from_recitation: a recitation cut at its limit (3/4 of the block) is continued, MASK "
                 "forbidden, and the spans reaching into the continuation compete too, each scored as 'recitation "
-                "MASK span MASK' (the finetuning rows of long lines)."})
+                "MASK span MASK' (the finetuning rows of long lines). Default: as the model folder saved it, else "
+                "False."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
     model_card: bool = field(default=False, metadata={
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"--abstain_below {args.abstain_below}: must be a probability between 0 and 1 (exclusive)")
     if args.answer_from_recitation and args.baseline:
         raise UsageError("--answer_from_recitation needs a reciting model; the London baseline has none")
-    if args.continue_recitation and not args.answer_from_recitation:
+    if args.continue_recitation and args.answer_from_recitation is False:
         raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
     if (args.model_card or args.push_to_hub) and args.baseline:
         raise UsageError("--model_card and --push_to_hub need a model folder; the London baseline has none")
@@ -132,13 +133,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.answer_from_recitation and config.answer_format != "recite":
             raise UsageError(f"--answer_from_recitation: {args.model_name_or_path} does not recite (answer_format="
                              f"{config.answer_format!r}); it needs a model finetuned with --recite True")
+        saved = AnsweringSettings.of(config)  # how the model was measured, unless a flag says otherwise
+        span = saved.answer_from_recitation if args.answer_from_recitation is None else args.answer_from_recitation
+        keep_on = saved.continue_recitation if args.continue_recitation is None else args.continue_recitation
+        if keep_on and not span:
+            raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
+        if (span, keep_on) != (bool(args.answer_from_recitation), bool(args.continue_recitation)):
+            logger.info("%s answers as it saved: answer_from_recitation=%s, continue_recitation=%s",
+                        args.model_name_or_path, span, keep_on)
         model, tokenizer = load_chargpt(args.model_name_or_path)
         model = model.to(device)
         if config.answer_format == "recite":
             logger.info("%s answers after reciting what it read about the person (answer_format='recite')",
                         args.model_name_or_path)
-        settings = AnsweringSettings(config.answer_format, args.answer_from_recitation, args.continue_recitation,
-                                     args.max_new_tokens)
+        settings = AnsweringSettings(config.answer_format, span, keep_on, args.max_new_tokens)
         answers, recitations, answer_scores, recitation_scores = ask_pipeline(model, tokenizer, questions, settings,
                                                                               args.batch_size, score=analyse)
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,

@@ -135,3 +135,26 @@ def test_chargpt_ask_prints_what_a_person_reads(world, models, capsys, monkeypat
     assert err[-1].startswith("error: character 'ë' (U+00EB)") and "Traceback" not in "\n".join(err)
     assert run_cli(ask.main, [str(world)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")
+
+
+def test_a_best_preset_model_is_evaluated_as_it_saved_without_flags(world, tmp_path):
+    """Finetuning with --preset best saves its span answers in the folder; evaluate_birthplace.py then answers that
+    way with no flag (as the pipeline does), and a flag still wins."""
+    model = finetune(world, tmp_path / "best", "--preset", "best", "--max_steps", "4")
+    answering = json.loads((model / "config.json").read_text())["answering"]
+    assert (answering["answer_from_recitation"], answering["continue_recitation"]) == (True, True)
+
+    def evaluate(name: str, *flags: str) -> list[str]:
+        preds = tmp_path / f"{name}.predictions"
+        argv = ["--model_name_or_path", str(model), "--eval_corpus_path", str(world / "birth_dev.tsv"),
+                "--outputs_path", str(preds), *flags]
+        assert run_cli(evaluate_birthplace.main, argv) == 0
+        return [json.loads(line)["answer"] for line in Path(f"{preds}.records.jsonl").read_text().splitlines()]
+
+    saved = evaluate("saved")
+    assert saved == evaluate("flags", "--answer_from_recitation", "True", "--continue_recitation", "True")
+    plain = evaluate("plain", "--answer_from_recitation", "False", "--continue_recitation", "False")
+    ask = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    assert [a["answer"] for a in ask(questions(world), batch_size=4, abstain_below=None)] == saved
+    assert [a["answer"] for a in ask(questions(world), answer_from_recitation=False, continue_recitation=False)] \
+        == plain
