@@ -158,3 +158,20 @@ def test_a_best_preset_model_is_evaluated_as_it_saved_without_flags(world, tmp_p
     assert [a["answer"] for a in ask(questions(world), batch_size=4, abstain_below=None)] == saved
     assert [a["answer"] for a in ask(questions(world), answer_from_recitation=False, continue_recitation=False)] \
         == plain
+
+
+def test_a_folder_without_answering_settings_answers_the_reference_way_and_says_so(world, models, tmp_path, caplog):
+    import shutil
+
+    folder = tmp_path / "older"
+    shutil.copytree(models["direct"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["answering"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with caplog.at_level("WARNING", logger="modeling_chargpt.pipeline_chargpt"):
+        ask = pipeline(TASK, model=str(folder), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    said = [r.getMessage() for r in caplog.records if r.name == "modeling_chargpt.pipeline_chargpt"]
+    assert len(said) == 1 and "holds no answering settings" in said[0] and "'direct'" in said[0]
+    assert ask.settings.abstain_below is None and ask.settings.answer_format == "direct"
+    reference = pipeline(TASK, model=str(models["direct"]), pipeline_class=BirthplaceQAPipeline, device="cpu")
+    assert ask(questions(world)[0])["answer"] == reference(questions(world)[0])["answer"]
