@@ -18,6 +18,7 @@ environment without this package answers through `trust_remote_code=True`.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -64,17 +65,13 @@ class BirthplaceQAPipeline(Pipeline):
         """`score=False` skips the probabilities (and so abstention); `details=True` adds each answer's and
         recitation's scores (`answering.AnswerScore`), which evaluate_birthplace.py's records keep."""
         overrides = {name: kwargs.pop(name) for name in _OVERRIDES if name in kwargs}
-        postprocess: dict[str, Any] = {"details": details}
         if "abstain_below" in kwargs:  # None turns abstention off
-            postprocess["abstain_below"] = kwargs.pop("abstain_below")
+            overrides["abstain_below"] = kwargs.pop("abstain_below")
         if kwargs:
             raise TypeError(f"{TASK} takes no argument {sorted(kwargs)[0]!r}")
-        if documents is not None:
-            postprocess["wiki"] = _documents(documents)
-        settings = AnsweringSettings(**{**self.settings.__dict__, **overrides,
-                                        **({"abstain_below": postprocess["abstain_below"]}
-                                           if "abstain_below" in postprocess else {})})
+        settings = replace(self.settings, **overrides)
         settings.check()
+        postprocess = {"details": details, **({"wiki": _documents(documents)} if documents is not None else {})}
         return {"settings": settings}, {"settings": settings, "score": score}, postprocess
 
     def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
@@ -104,7 +101,7 @@ class BirthplaceQAPipeline(Pipeline):
                 "answer_score": answered.scores or [None] * n,
                 "recitation_score": answered.recitation_scores or [None] * n}
 
-    def postprocess(self, model_outputs: dict[str, Any], details: bool = False, abstain_below: float | None = None,
+    def postprocess(self, model_outputs: dict[str, Any], details: bool = False,
                     wiki: WikiIndex | None = None) -> dict[str, Any]:
         one = {key: value[0] if isinstance(value, list) else value for key, value in model_outputs.items()}
         threshold = one.pop("abstain_below")
