@@ -10,6 +10,7 @@ from typing import Any
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from .errors import UsageError
+from .files import atomic_write_text
 
 CARD = "README.md"
 EVALUATED = "## Evaluation"
@@ -57,7 +58,7 @@ def add_eval_result(folder: str | os.PathLike, accuracy: float, dataset: str, co
         text += f"\n\n{EVALUATED}\n"
     kept = [x for x in text.split("\n") if not x.startswith(f"- `{name}`: ")]
     card.text = "\n".join(kept) + "\n" + line + "\n"
-    card.save(path)
+    atomic_write_text(path, card.content)  # the card whole, or the old one
 
 
 def push_folder(folder: str | os.PathLike, repo_id: str | None, private: bool | None = None) -> str:
