@@ -79,8 +79,8 @@ def build_records(
     for i, (question, gold_place, answer) in enumerate(zip(questions, gold, answers, strict=True)):
         score = scores[i] if scores is not None else None
         recited = recitation_scores[i] if recitation_scores is not None else None
-        if score is not None and recited is not None:
-            score = AnswerScore(score.logprob + recited.logprob, min(score.min_char_prob, recited.min_char_prob))
+        if score is not None:
+            score = score.after(recited)
         confidence = score.confidence if score is not None else None
         grounding = _grounding(question, gold_place, answer, wiki)
         abstained = (abstain_below is not None and confidence is not None and confidence < abstain_below) or (

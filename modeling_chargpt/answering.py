@@ -70,15 +70,16 @@ def recitation_limit(block_size: int) -> int:
     return block_size * 3 // 4
 
 
-def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_tokens: int) -> str | None:
+def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_tokens: int,
+                     answer_format: str | None = None) -> str | None:
     """Why the model cannot answer `question`, in one line, or None. A model finetuned with `--recite True`
     (`config.answer_format`) needs ``Where was NAME born?`` questions, and answers after a recitation of at most
     `recitation_limit` characters instead of after the question. A question must use only the vocabulary's characters
     (the reference looks each one up and fails on the first unknown one), must not contain PAD or MASK (MASK ends the
     question), and, for learned positions or synthesizer attention, question + MASK + `max_new_tokens` generated
-    characters must fit in `block_size`."""
+    characters must fit in `block_size`. `answer_format` overrides the config's."""
     bounded = config.position_embedding_type == "learned" or config.attention_type == "synthesizer"
-    recites = config.answer_format == "recite"
+    recites = (answer_format or config.answer_format) == "recite"
     if recites and asked_person(question) is None:
         return (f"{question!r} is not 'Where was NAME born?': this model was finetuned to recite what it read about "
                 "NAME before it answers (answer_format='recite')")
@@ -312,6 +313,12 @@ class AnswerScore:
     def confidence(self) -> float:
         return math.exp(self.logprob)
 
+    def after(self, recitation: AnswerScore | None) -> AnswerScore:
+        """The score of the model's whole output: the `recitation` (when it recited), then this answer."""
+        if recitation is None:
+            return self
+        return AnswerScore(self.logprob + recitation.logprob, min(self.min_char_prob, recitation.min_char_prob))
+
 
 def score_answers(
     model: CharGPTForCausalLM,
@@ -455,8 +462,7 @@ class Answers:
         """The probability of the model's whole output for question i: its answer, after its recitation if any."""
         if self.scores is None:
             return None
-        logprob = self.scores[i].logprob + (self.recitation_scores[i].logprob if self.recitation_scores else 0.0)
-        return math.exp(logprob)
+        return self.scores[i].after(self.recitation_scores[i] if self.recitation_scores else None).confidence
 
 
 def answer_questions(

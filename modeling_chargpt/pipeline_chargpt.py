@@ -71,7 +71,8 @@ class BirthplaceQAPipeline(Pipeline):
             raise TypeError(f"{TASK} takes no argument {sorted(kwargs)[0]!r}")
         settings = replace(self.settings, **overrides)
         settings.check()
-        postprocess = {"details": details, **({"wiki": _documents(documents)} if documents is not None else {})}
+        postprocess = {"details": details, "abstain_below": settings.abstain_below,
+                       **({"wiki": _documents(documents)} if documents is not None else {})}
         return {"settings": settings}, {"settings": settings, "score": score}, postprocess
 
     def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
@@ -81,8 +82,8 @@ class BirthplaceQAPipeline(Pipeline):
         question = question.strip()
         if asked_person(question) is None and not question.endswith("?"):
             question = f"Where was {question} born?"  # a bare name
-        problem = question_problem(question, self.tokenizer, _Shape(self.model.config, settings),
-                                   settings.max_new_tokens)
+        problem = question_problem(question, self.tokenizer, self.model.config, settings.max_new_tokens,
+                                   settings.answer_format)
         if problem is not None:
             raise QuestionError(problem)
         return {"input_ids": torch.tensor([self.tokenizer.encode_text(question)])}
@@ -97,17 +98,15 @@ class BirthplaceQAPipeline(Pipeline):
         return {"question": questions, "answer": answered.answers,
                 "probability": [answered.confidence(i) for i in range(n)],
                 "recitation": answered.recitations or [None] * n,
-                "abstain_below": [settings.abstain_below] * n,
                 "answer_score": answered.scores or [None] * n,
                 "recitation_score": answered.recitation_scores or [None] * n}
 
-    def postprocess(self, model_outputs: dict[str, Any], details: bool = False,
+    def postprocess(self, model_outputs: dict[str, Any], details: bool = False, abstain_below: float | None = None,
                     wiki: WikiIndex | None = None) -> dict[str, Any]:
         one = {key: value[0] if isinstance(value, list) else value for key, value in model_outputs.items()}
-        threshold = one.pop("abstain_below")
         scores = {key: one.pop(key) for key in ("answer_score", "recitation_score")}
         sure = one["probability"]
-        out = {**one, "abstained": threshold is not None and sure is not None and sure < threshold}
+        out = {**one, "abstained": abstain_below is not None and sure is not None and sure < abstain_below}
         if details:
             out.update(scores)
         if wiki is not None:
@@ -116,16 +115,6 @@ class BirthplaceQAPipeline(Pipeline):
             out["grounded"] = wiki.occurs_in(out["answer"], lines) if lines else None
             out["line"] = wiki.lines[lines[0] - 1] if lines else None
         return out
-
-
-class _Shape:
-    """A config seen with the answer format of `settings` (what `question_problem` checks against)."""
-
-    def __init__(self, config, settings: AnsweringSettings) -> None:
-        self._config, self.answer_format = config, settings.answer_format
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._config, name)
 
 
 def _documents(documents: str | os.PathLike) -> WikiIndex:
@@ -142,6 +131,5 @@ def save_pipeline_files(config, folder: str | os.PathLike) -> None:
     beside the model code."""
     config.custom_pipelines = {TASK: {"impl": f"{__name__.split('.')[-1]}.{BirthplaceQAPipeline.__name__}",
                                       "pt": ["AutoModelForCausalLM"], "tf": [], "type": "text"}}
-    if folder is not None:
-        os.makedirs(folder, exist_ok=True)
-        custom_object_save(BirthplaceQAPipeline, folder)
+    os.makedirs(folder, exist_ok=True)
+    custom_object_save(BirthplaceQAPipeline, folder)
