@@ -164,6 +164,7 @@ def test_an_argument_file_s_values_are_converted_as_flags_are(wiki, tmp_path):
     (["--learning_rate", "nan"], "--learning_rate must be a positive number, got nan"),
     (["--learning_rate", "1e38", "--max_grad_norm", "0"], "--learning_rate 1e+38: AdamW's step overflows float32; "
      "give a smaller rate"),
+    (["--adam_beta1", "1"], "--adam_beta1 must be in [0, 1), got 1.0"),
     (["--num_train_epochs", "0"], "--num_train_epochs must be at least 1, got 0"),
     (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be at least 1, got 0"),
     (["--block_size", "8"], "--block_size 8: span corruption needs an integer block_size >= 9"),

@@ -15,6 +15,7 @@ from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTC
 from .errors import UsageError
 from .presets import PRESETS, REFERENCE, describe, reference_value
 
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max
 # `--optim`: torch.optim.AdamW's keyword arguments for each implementation (names as in transformers' `--optim`)
 OPTIMIZERS: dict[str, dict[str, bool]] = {
     "adamw_torch": {},
@@ -210,6 +211,13 @@ class TrainingArguments:
             self.torch_compile = True  # as in transformers' TrainingArguments
         if self.learning_rate is not None and not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
             raise UsageError(f"--learning_rate must be a positive number, got {self.learning_rate}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise UsageError(f"--{name} must be in [0, 1), got {getattr(self, name)}")
+        # AdamW's first step moves by lr / (1 - beta1), a float32 value in torch's kernel
+        if self.learning_rate is not None and self.learning_rate / (1 - self.adam_beta1) > FLOAT32_MAX:
+            raise UsageError(f"--learning_rate {self.learning_rate}: AdamW's step overflows float32; give a smaller "
+                             "rate")
         for name in ("num_train_epochs", "per_device_train_batch_size"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -328,13 +328,7 @@ def _optimizer_step(
         window.read_back(state.global_step + 1)
     accelerator.backward(loss)
     clip()
-    try:
-        optimizer.step()
-    except RuntimeError as err:  # AdamW's step size lr / (1 - beta1^t) past float32's range
-        if "without overflow" not in str(err):
-            raise
-        raise UsageError(f"--learning_rate {args.learning_rate}: AdamW's step overflows float32; give a smaller "
-                         "rate") from None
+    optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
 
