@@ -202,7 +202,7 @@ def ask_pipeline(model, tokenizer, questions: Sequence[str], settings: Answering
     answered = tqdm(outputs, total=len(questions), desc="answering", disable=not show_progress)
     for i, out in zip(order, answered, strict=True):
         results[i] = out
-    recites = results and results[0]["recitation"] is not None
+    recites = settings.answer_format == "recite"
     return ([r["answer"] for r in results], [r["recitation"] for r in results] if recites else None,
             [r["answer_score"] for r in results] if score else None,
             [r["recitation_score"] for r in results] if score and recites else None)
