@@ -88,6 +88,17 @@ class FinetuneDataArguments:
                   "learns to recite what it read before naming the place; the saved config says "
                   "answer_format='recite' and the evaluation asks that way. Needs 'Where was NAME born?' questions."},
     )
+    answer_from_recitation: bool | None = field(
+        default=None,
+        metadata={"help": "With --recite True, saved with the model (config.answering) so that evaluate_birthplace.py "
+                  "and the birthplace-qa pipeline answer with the span of the recitation they score highest. Default: "
+                  "--preset's choice (True for best), else False."},
+    )
+    continue_recitation: bool | None = field(
+        default=None,
+        metadata={"help": "With --answer_from_recitation True, saved with the model: recitations cut at their limit "
+                  "are continued and the continuation's spans compete too. Default: --preset's choice."},
+    )
     freeze_parameters: str | None = field(
         default=None,
         metadata={"help": "Not in the reference: a regular expression; parameters whose names it matches (re.search) "
@@ -154,6 +165,22 @@ def freeze_matching(model: CharGPTForCausalLM, pattern: str) -> list[str]:
     return frozen
 
 
+def answering_choices(data_args: FinetuneDataArguments, preset: str) -> dict[str, bool]:
+    """How the saved model answers beyond its format: the flags given, else the preset's choice (a reciting model
+    only). Refused in one line where the format cannot answer that way."""
+    given = {name: getattr(data_args, name) for name in ("answer_from_recitation", "continue_recitation")
+             if getattr(data_args, name) is not None}
+    if not data_args.recite:
+        if any(given.values()):
+            raise UsageError(f"--{next(n for n, v in given.items() if v)} True needs --recite True: only a model "
+                             "that recites has a recitation to take the answer from")
+        return {}
+    chosen = {**EVALUATION.get(preset, {}), **given}
+    if chosen.get("continue_recitation") and not chosen.get("answer_from_recitation"):
+        raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
+    return chosen
+
+
 def build_parser() -> HfArgumentParser:
     return HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments), prog="train_finetune.py")
 
@@ -164,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
                 stack_seeds=args.stack_seeds)
     pretrained = data_args.model_name_or_path is not None
+    choices = answering_choices(data_args, args.preset)  # before anything is read
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
@@ -187,8 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prompts = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
     # How the saved model answers, for evaluate_birthplace.py and the birthplace-qa pipeline: its format, and the
     # preset's evaluation choices where it has them (span answers need a reciting model)
-    answering = AnsweringSettings("recite" if data_args.recite else "direct",
-                                  **(EVALUATION.get(args.preset, {}) if data_args.recite else {}))
+    answering = AnsweringSettings("recite" if data_args.recite else "direct", **choices)
     for member in members:
         member.config.answer_format = answering.answer_format
         member.config.answering = answering.to_config()

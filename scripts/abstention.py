@@ -7,8 +7,10 @@ Reads the records evaluate_birthplace.py wrote beside each predictions file (``P
 --holdout_records / --dev_records), checked against the predictions. Both must come from ONE model that was not
 finetuned on the held-out questions: select_finetune_lr.py --keep_models leaves such a model, finetuned on the
 training questions minus --holdout, and its held-out predictions (docs/confidence.md). Dev never chooses anything:
-the threshold is the held-out one. Prints the held-out and dev summaries (accuracy, grounded split, AURC, ECE) and
-the dev precision and coverage at the threshold; writes coverage_accuracy.png, reliability.png and abstention.json
+the threshold is the held-out one. --dev may also be the dev answers of the final model (the same run finetuned on
+every training question), to see what the threshold does there before --save_to gives it to that model.
+Prints the held-out and dev summaries (accuracy, grounded split, AURC, ECE) and the dev precision and coverage at
+the threshold; writes coverage_accuracy.png, reliability.png and abstention.json
 into --out_dir. Without --holdout, only the dev analysis and plots. With --grounded_only the rule never answers an
 answer that is not in the person's wiki.txt line (evaluate_birthplace.py --abstain_ungrounded) and the threshold is
 chosen among the others; coverage still counts every question.
@@ -136,9 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  at the held-out threshold {threshold:.4g}: {_percent(at)}")
         flags = " --abstain_ungrounded" if opts.grounded_only else ""
         print(f"  to answer this way: evaluate_birthplace.py ...{flags} --abstain_below {threshold!r}")
-    if opts.save_to:
-        if threshold is None:
-            raise UsageError(f"no held-out threshold reaches precision {opts.target_precision}: nothing to save")
+    if opts.save_to and threshold is None:  # not an error: a recipe that ends here keeps its hours of training
+        print(f"  nothing saved into {', '.join(opts.save_to)}: no held-out threshold reaches precision "
+              f"{opts.target_precision:g}, so the model answers every question")
+    elif opts.save_to:
         chosen = result["holdout"]["chosen"]
         for folder in opts.save_to:
             save_threshold(folder, threshold, {"target_precision": opts.target_precision,

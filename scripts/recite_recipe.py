@@ -16,7 +16,9 @@ recitation rows in pretraining"):
      finetuning on all training questions, dev and test predictions.
   4. per seed, unless --no_confidence (issue 24, docs/confidence.md): the held-out model at the chosen rate (kept by
      step 3's --keep_models; it never saw the held-out questions) answers dev, and abstention.py chooses the
-     threshold for --target_precision on the held-out questions and applies it to dev.
+     threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
+     saved into the held-out model and the final model (their pipelines abstain below it) and applied to the final
+     model's dev answers.
   5. per seed, with --choose_final_questions: choose_final_questions.py decides on halves of the held-out questions
      whether the final model should be finetuned on all training questions (step 3's) or only on those pretraining
      mixed in (the held-out model); the held-out model answers dev and test, and the seed's dev and test answers
@@ -171,15 +173,19 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         cmds.append([py, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
-                     "--threads", str(opts.threads), "--extra", f"{both} --recite True", "--final",
+                     "--threads", str(opts.threads), "--extra", f"{both} --recite True {saved(opts)}".strip(),
+                     "--final",
                      *(["--keep_models"] if opts.confidence or opts.choose_final_questions else []),
                      *span_flags(opts, "--eval_extra")])
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
+        held = [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--target_precision",
+                str(opts.target_precision)]
         cmds += [answer(chosen, "dev", "birth_dev.tsv"),
-                 [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--dev",
-                  f"{chosen}.dev.predictions", "--target_precision", str(opts.target_precision), "--out_dir",
-                  str(chosen.parent / "abstention")]]
+                 [*held, "--dev", f"{chosen}.dev.predictions", "--out_dir", str(chosen.parent / "abstention"),
+                  "--save_to", f"{chosen}-finetune"],
+                 [*held, "--dev", str(chosen.parent / "final.dev.predictions"), "--out_dir",
+                  str(chosen.parent / "abstention-final"), "--save_to", str(chosen.parent / "final-finetune")]]
     for seed in seeds if opts.choose_final_questions else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds.append([py, "scripts/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
@@ -188,6 +194,12 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
             ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
         cmds += [answer(chosen, split, tsv) for split, tsv in answered]
     return cmds
+
+
+def saved(opts: argparse.Namespace) -> str:
+    """The span choices as finetuning flags: saved with every reciting model, so its pipeline answers as measured."""
+    return " ".join(f"--{name} True" for name in ("answer_from_recitation", "continue_recitation")
+                    if getattr(opts, name))
 
 
 def span_flags(opts: argparse.Namespace, wrap: str | None = None) -> list[str]:
@@ -241,7 +253,8 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
                      "abstention": confidence and {"threshold": confidence["threshold"],
                                                    "holdout": confidence["holdout"]["chosen"],
                                                    "dev": confidence["dev"].get("at_threshold"),
-                                                   "file": str(abstention)}})
+                                                   "file": str(abstention),
+                                                   "final_dev": final_abstention(abstention)}})
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
@@ -255,6 +268,13 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
             "continue_recitation": opts.continue_recitation, "choose_final_questions": opts.choose_final_questions,
             "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),
             "dev_std": round(statistics.stdev(dev), 1) if len(dev) > 1 else None}
+
+
+def final_abstention(held_out: Path) -> dict | None:
+    """The final model's dev precision and coverage at the held-out threshold saved into it (step 4's second
+    call); None for a run made before that step existed."""
+    found = held_out.parent.parent / "abstention-final" / "abstention.json"
+    return json.loads(found.read_text())["dev"].get("at_threshold") if found.is_file() else None
 
 
 def final_questions(select_dir: Path, rate: float, row: dict) -> dict:

@@ -610,7 +610,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     planned = capfd.readouterr().out.splitlines()
     assert [line.split()[1] for line in planned] == ["scripts/select_finetune_lr.py", "scripts/run_experiments.py",
                                                      "scripts/select_finetune_lr.py", "evaluate_birthplace.py",
-                                                     "scripts/abstention.py"]
+                                                     "scripts/abstention.py", "scripts/abstention.py"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
     assert run_script(cmd[1], cmd[2:]) == 0  # its steps run as processes, as the user's do (capfd: their output too)
@@ -647,6 +647,19 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         at = found["dev"].get("at_threshold")
         cell = f"{100 * at['precision']:.1f}% / {100 * at['coverage']:.1f}%" if at else "no threshold reaches"
         assert f"({row['dev_correct']}/20) | {cell}" in printed
+        # the threshold travels: saved into the held-out model and the final one, applied to the final one's dev
+        final = json.loads(Path(row["abstention"]["file"]).parent.with_name("abstention-final").joinpath(
+            "abstention.json").read_text())
+        assert final["threshold"] == found["threshold"]
+        assert final["dev"]["predictions"].endswith("final.dev.predictions")
+        assert row["abstention"]["final_dev"] == final["dev"].get("at_threshold")
+        for model in ("lr0.001-finetune", "final-finetune"):
+            config = json.loads((out / "select" / f"seed{row['seed']}" / model / "config.json").read_text())
+            saved = config["answering"]
+            assert saved["abstain_below"] == found["threshold"] and config["answer_format"] == "recite"
+            assert saved["answer_from_recitation"] is False  # this run's evaluations took no spans
+            if found["threshold"] is not None:
+                assert saved["abstention"]["holdout"].endswith("lr0.001.holdout.predictions")
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     recipe = _load_script("recite_recipe")
 
@@ -673,7 +686,9 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     # split and pretraining (with its plain finetuning) as before; the selection passes the flag to every evaluation;
     # step 4's held-out model answers dev with it; abstention.py reads what it wrote
     flag = {2: " --eval_extra '--answer_from_recitation True'", 3: " --answer_from_recitation True"}
-    assert spans == [line + flag.get(i, "") for i, line in enumerate(planned)]
+    # and every reciting model is finetuned to save that choice (its pipeline answers the same way)
+    saving = "--recite True --answer_from_recitation True"
+    assert spans == [line.replace("--recite True", saving) + flag.get(i, "") for i, line in enumerate(planned)]
     # --choose_final_questions (step 5): choose_final_questions.py on the selection, then the held-out model answers
     # test (dev: step 4 did); without step 4 it answers dev too, and the selection still keeps its models
     chosen = plan("--choose_final_questions")

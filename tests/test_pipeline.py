@@ -160,6 +160,28 @@ def test_a_best_preset_model_is_evaluated_as_it_saved_without_flags(world, tmp_p
         == plain
 
 
+def test_finetuning_flags_save_span_answers_without_a_preset(world, tmp_path, capsys):
+    """--answer_from_recitation / --continue_recitation save the choice with a reciting model (what the recipe
+    script's models need); flags the model's format cannot answer with are one line before anything is read."""
+    model = finetune(world, tmp_path / "spans", "--recite", "True", "--answer_from_recitation", "True",
+                     "--max_steps", "2")
+    answering = json.loads((model / "config.json").read_text())["answering"]
+    assert (answering["answer_from_recitation"], answering["continue_recitation"]) == (True, False)
+    best = finetune(world, tmp_path / "best-no-continue", "--preset", "best", "--continue_recitation", "False",
+                    "--max_steps", "2")  # a flag wins over the preset's choice
+    answering = json.loads((best / "config.json").read_text())["answering"]
+    assert (answering["answer_from_recitation"], answering["continue_recitation"]) == (True, False)
+    bad = {("--answer_from_recitation", "True"): "error: --answer_from_recitation True needs --recite True",
+           ("--recite", "True", "--continue_recitation", "True"):
+               "error: --continue_recitation True only changes --answer_from_recitation True"}
+    for flags, line in bad.items():
+        argv = ["--pretrain_corpus_path", str(tmp_path / "absent.txt"), "--finetune_corpus_path",
+                str(world / "birth_places_train.tsv"), "--output_dir", str(tmp_path / "never"), *flags]
+        assert run_cli(train_finetune.main, argv) == 1
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(line)
+        assert not (tmp_path / "never").exists()
+
+
 def test_a_folder_without_answering_settings_answers_the_reference_way_and_says_so(world, models, tmp_path, caplog):
     import shutil
 
@@ -175,3 +197,37 @@ def test_a_folder_without_answering_settings_answers_the_reference_way_and_says_
     assert ask.settings.abstain_below is None and ask.settings.answer_format == "direct"
     reference = pipeline(TASK, model=str(models["direct"]), pipeline_class=BirthplaceQAPipeline, device="cpu")
     assert ask(questions(world)[0])["answer"] == reference(questions(world)[0])["answer"]
+
+
+def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshold(world, models, tmp_path, capsys):
+    """benchmarks/measure_pipeline.py (the README's pipeline numbers): the folder loaded as the README shows, its
+    answers identical to the evaluation's, coverage and precision at the threshold saved in the folder."""
+    import shutil
+
+    from processes import run_script
+
+    folder = tmp_path / "model"
+    shutil.copytree(models["recite"], folder)
+    preds = tmp_path / "dev.predictions"
+    argv = ["--model_name_or_path", str(folder), "--eval_corpus_path", str(world / "birth_dev.tsv"),
+            "--outputs_path", str(preds)]
+    assert run_cli(evaluate_birthplace.main, argv) == 0
+    records = [json.loads(line) for line in Path(f"{preds}.records.jsonl").read_text().splitlines()]
+    scores = sorted(r["confidence"] for r in records)
+    threshold = (scores[4] + scores[5]) / 2  # half of the 10 dev questions above it
+    config = json.loads((folder / "config.json").read_text())
+    config["answering"]["abstain_below"] = threshold
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "pipeline.json"
+    assert run_script("benchmarks/measure_pipeline.py", ["--model", str(folder), "--data_dir", str(world),
+                                                         "--predictions", str(preds), "--json", str(out)]) == 0
+    found = json.loads(out.read_text())
+    dev = found["dev"]
+    answered = [r for r in records if r["confidence"] >= threshold]
+    assert found["differ_from_evaluation"] == 0 and found["answering"]["abstain_below"] == threshold
+    assert (dev["total"], dev["correct"]) == (10, sum(r["correct"] for r in records))
+    assert (dev["answered"], dev["answered_correct"]) == (len(answered), sum(r["correct"] for r in answered))
+    assert dev["coverage"] == 10 * len(answered) and "at its saved threshold" in capsys.readouterr().out
+    assert run_script("benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
+                                                         "--json", str(out)]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")

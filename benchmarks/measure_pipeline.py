@@ -1,0 +1,94 @@
+"""What a person gets from a trained model through `pipeline(...)`: dev answered the way the README shows.
+
+    python benchmarks/measure_pipeline.py --model out/recite/select/seed0/final-finetune --data_dir ../shared/data \
+        --recipe_results out/recite/results.json --json results/pipeline_recite_cpu.json
+
+Loads the folder with `pipeline(model=FOLDER, trust_remote_code=True)` (the code saved in the folder answers, with
+the format and threshold saved there), asks every dev question, and records the exact match when it answers
+everything, then the coverage and precision at the saved threshold ("I don't know" below it). With
+--predictions (evaluate_birthplace.py's file for the same model) it also counts the answers that differ from the
+evaluation's: the pipeline must answer as the model was measured. --recipe_results copies how the model was made
+(scripts/recite_recipe.py's results.json: command, pretraining time, chosen rate) into the record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+import torch
+from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
+
+from data_scripts import load_qa_tsv
+from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="A finetuned model folder (its saved settings answer).")
+    parser.add_argument("--data_dir", required=True, help="Folder with birth_dev.tsv.")
+    parser.add_argument("--predictions", help="evaluate_birthplace.py's dev predictions of the same model.")
+    parser.add_argument("--recipe_results", help="recite_recipe.py's results.json that made the model.")
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--json", required=True, help="Where the record goes.")
+    return parser
+
+
+def score(outputs: list[dict], gold: list[str]) -> dict:
+    """Exact match answering everything, and coverage / precision where the saved threshold abstains."""
+    right = [out["answer"] == answer for out, answer in zip(outputs, gold, strict=True)]
+    answered = [ok for out, ok in zip(outputs, right, strict=True) if not out["abstained"]]
+    return {"total": len(gold), "correct": sum(right), "accuracy": round(100 * sum(right) / len(gold), 1),
+            "answered": len(answered), "answered_correct": sum(answered),
+            "coverage": round(100 * len(answered) / len(gold), 1),
+            "precision": round(100 * sum(answered) / len(answered), 1) if answered else None}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+    config, _ = check_chargpt_folder(opts.model)
+    qa = load_qa_tsv(str(Path(opts.data_dir) / "birth_dev.tsv"))  # one line for a missing or damaged file
+    questions, gold = list(qa["question"]), list(qa["answer"])
+    from transformers import pipeline  # after the checks: a bad path costs no import time
+
+    start = time.perf_counter()
+    ask = pipeline(model=opts.model, trust_remote_code=True, device="cpu")
+    loaded = time.perf_counter() - start
+    outputs = ask(questions, batch_size=opts.batch_size)
+    seconds = time.perf_counter() - start - loaded
+    record = {"what": "dev answered through pipeline(model=FOLDER, trust_remote_code=True), the model's saved "
+                      "format and threshold", "model": opts.model, "date": date.today().isoformat(),
+              "hardware": f"{cpu_name()}, fp32", "threads": torch.get_num_threads(),
+              "answering": (getattr(config, "answering", None) or {}), "dev": score(outputs, gold),
+              "seconds": {"load": round(loaded, 1), "dev": round(seconds, 1)},
+              "command": shlex.join(["python", "benchmarks/measure_pipeline.py",
+                                     *(sys.argv[1:] if argv is None else argv)])}
+    threshold = record["answering"].get("abstain_below")
+    if opts.predictions:
+        measured = Path(opts.predictions).read_text(encoding="utf-8").splitlines()
+        if len(measured) != len(outputs):
+            raise UsageError(f"--predictions {opts.predictions}: {len(measured)} lines for {len(outputs)} questions")
+        record["differ_from_evaluation"] = sum(a != out["answer"] for a, out in zip(measured, outputs, strict=True))
+    if opts.recipe_results:
+        made = json.loads(Path(opts.recipe_results).read_text(encoding="utf-8"))
+        record["recipe"] = {key: made.get(key) for key in ("command", "pretraining", "variant", "n_embd",
+                                                           "pretrain_epochs", "answer_from_recitation",
+                                                           "continue_recitation")}
+        record["recipe"]["seeds"] = made.get("seeds")
+    atomic_write_json(opts.json, record)
+    d = record["dev"]
+    at = (f"at its saved threshold {threshold:.3g}: answers {d['coverage']}% of dev, {d['precision']}% of those "
+          "right" if threshold is not None else "no saved threshold: it answers everything")
+    print(f"dev {d['accuracy']}% ({d['correct']}/{d['total']}) answering everything; {at}; {seconds:.0f} s")
+    print(f"wrote {opts.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
