@@ -484,12 +484,71 @@ def _headline(rows: list[dict], link: str) -> str:
                   for r in rows])
 
 
-def headline(results: Results) -> str:
-    """README's short table: the rows a reader cites, ending with span corruption then recite and the best recipe
-    (`--preset best`)."""
-    rows = [r for r in headline_rows(results) if r.get("readme")]
-    last = sorted(rows, key=lambda r: ("--preset best" in r["recipe"], r["how"] == "span-corruption-then-recite"))
-    return _headline(last, "docs/reproduce.md")
+def _front_dev(cell: str) -> str:
+    """'23.6 ± 4.7%, 3 seeds' from a headline row's '23.6 ± 4.7% (22.2 / 28.8 / 19.8)'; '81.0%, 1 seed' from
+    '**81.0% (405/500)**, seed 0'."""
+    plain = cell.replace("**", "")
+    seeds = plain.split(" (", 1)[1].split(")")[0].count(" / ") + 1 if " ± " in plain else 1
+    return f"{plain.split(' (')[0]}, {seeds} seed{'s' if seeds > 1 else ''}"
+
+
+def _front_time(row: dict) -> str:
+    """'6.8 + 2.2 min' as it is; several seeds' pretraining minutes as their range and '+ finetuning'."""
+    found = [float(x) for x in re.findall(r"\d+\.\d+", row["wall"])]
+    if row["wall"].startswith("pretraining") and len(found) > 1:
+        return f"{min(found):.0f}–{max(found):.0f} min pretraining per seed"
+    return row["wall"]
+
+
+def front(results: Results) -> str:
+    """README's headline: the baselines, the faithful recipe, and the two recipes that reach what pretraining stored
+    (at most six rows of five short columns; every other row is in docs/results.md's summary)."""
+    rows = headline_rows(results)
+
+    def pick(test) -> dict:
+        return next(r for r in rows if test(r))
+
+    def link(name: str, row: dict) -> str:
+        return f"[{name}](docs/reproduce.md#{row['how']})"
+
+    london = pick(lambda r: r["variant"] == "London baseline")
+    scratch = pick(lambda r: r["variant"] == "no pretraining")
+    faithful_rows = [pick(lambda r, v=v: r["variant"] == v and r["how"] == "the-faithful-recipe-on-one-h100")
+                     for v in ("learned", "rope")]
+    recite = pick(lambda r: r["how"] == FAST_PATH and r.get("readme"))
+    best = [pick(lambda r, v=v: "--preset best" in r["recipe"] and r["variant"].startswith(v))
+            for v in ("learned", "rope")]
+    def machine(row: dict) -> str:
+        """'1 H100, then 2 CPU cores' from 'pretraining 1 H100, finetuning 2 CPU cores, AMX, fp32'."""
+        cell = re.sub(r", (no AMX|AMX|fp32|bf16)\b", "", row["hardware"]).replace(" (2 machines)", "")
+        return cell.replace("pretraining ", "").replace("finetuning ", "then ")
+
+    out = [[f"{link('answer London', london)} / {link('no pretraining', scratch)}", "—",
+            f"{london['dev'].split(' (')[0]} / {scratch['dev'].split(' (')[0]}", machine(scratch),
+            f"— / {scratch['wall']}"]]
+    out += [[link("the assignment's recipe", r), r["variant"], _front_dev(r["dev"]), machine(r), _front_time(r)]
+            for r in faithful_rows]
+    out.append([link("the assignment's pretraining, then recite", recite), recite["variant"],
+                _front_dev(recite["dev"]), machine(recite), _front_time(recite)])
+    out += [[link("`--preset best`", r), r["variant"].split(",")[0], _front_dev(r["dev"]), machine(r),
+             _front_time(r)] for r in best]
+    return table(["recipe", "positions", "dev exact match", "hardware", "time"], out)
+
+
+def pipeline(results: Results) -> str:
+    """README: dev asked through `pipeline(model=FOLDER, trust_remote_code=True)`, the model's saved format and
+    threshold (benchmarks/measure_pipeline.py; results/pipeline_recite_cpu.json)."""
+    data = results["pipeline_recite_cpu"]
+    dev, made = data["dev"], data["recipe"]
+    seeds = ", ".join(str(row["seed"]) for row in made["seeds"])
+    threshold = data["answering"]["abstain_below"]
+    chosen = data["answering"]["abstention"]
+    return table(["model", "dev, answering every question", "saved threshold (held-out precision)",
+                  "dev answered", "dev precision"],
+                 [[f"{made['variant']}, 4 layers × {made['n_embd']} dims, {made['pretrain_epochs']} epochs, seed {seeds}",
+                   score(dev), f"{threshold:.3f} ({100 * chosen['holdout_precision']:.1f}%)",
+                   f"{dev['coverage']:.1f}% ({dev['answered']}/{dev['total']})",
+                   f"{dev['precision']:.1f}% ({dev['answered_correct']}/{dev['answered']})"]])
 
 
 def summary(results: Results) -> str:
@@ -1583,7 +1642,7 @@ def presets(results: Results) -> str:
 
 
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in (
-    demo, demo_amx, demo_mixing, headline, summary, anchors, faithful_seeds, faithful_pretraining,
+    demo, demo_amx, demo_mixing, front, pipeline, summary, anchors, faithful_seeds, faithful_pretraining,
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
     faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,

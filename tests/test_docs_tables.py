@@ -33,7 +33,7 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
     faithful = json.loads((RESULTS / "faithful_h100.json").read_text())
     faithful["three_seeds"]["preset_best_dev"]["rope"]["1"]["accuracy"] = 42.2
     (tmp_path / "results" / "faithful_h100.json").write_text(json.dumps(faithful))
-    assert "42.2" in TABLES["headline"](Results(tmp_path / "results"))
+    assert "42.2" in TABLES["summary"](Results(tmp_path / "results"))
 
 
 def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_line():
@@ -139,9 +139,44 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def prose_sentences(markdown: str) -> list[list[str]]:
+    """The words of each prose sentence of a Markdown page: code blocks, tables, headings, images and comments left
+    out, links read as their text, a list item a paragraph of its own."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    paragraphs, current = [], []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(("#", "|")) or line.lstrip().startswith("- "):
+            paragraphs.append(" ".join(current))
+            current = [line.lstrip()[2:]] if line.lstrip().startswith("- ") else []
+        else:
+            current.append(line.strip())
+    paragraphs.append(" ".join(current))
+    sentences = [s for p in paragraphs for s in re.split(r"(?<=[.!?:])\s+(?=[A-Z`*(])", p) if s.strip()]
+    return [s.split() for s in sentences]
+
+
+def test_prose_sentences_are_counted_as_a_reader_meets_them():
+    page = ("# Title\n\nOne two three. Four [five six](x.md#y) seven!\n\n```bash\nnot. prose here\n```\n"
+            "| a | b |\n- An item, two words more.\n  Still the item.\n<!-- table:x -->\n")
+    assert prose_sentences(page) == [["One", "two", "three."], ["Four", "five", "six", "seven!"],
+                                     ["An", "item,", "two", "words", "more."], ["Still", "the", "item."]]
+
+
 def test_the_readme_is_a_front_page_and_its_links_resolve():
+    """The README a student reads in five minutes: at most 150 lines, plain sentences (median at most 15 words, at
+    most one in ten over 30), table rows under 200 characters, one headline table of at most 6 rows and 5 columns."""
     readme = (ROOT / "README.md").read_text()
-    assert len(readme.splitlines()) <= 200
+    assert len(readme.splitlines()) <= 150
+    lengths = sorted(len(words) for words in prose_sentences(readme))
+    assert len(lengths) >= 20 and lengths[len(lengths) // 2] <= 15, lengths
+    assert sum(n > 30 for n in lengths) <= len(lengths) / 10, lengths
+    rows = [line for line in readme.splitlines() if line.startswith("|")]
+    assert rows and max(len(line) for line in rows) < 200
+    front = TABLES["front"](Results()).splitlines()
+    assert len(front) - 2 <= 6 and front[0].count("|") - 1 <= 5 and front[2] in readme
     for path in DOCS:
         for target, anchor in re.findall(r"\]\(((?:docs/)?[\w/.-]*\.(?:md|png))(?:#([\w-]+))?\)", path.read_text()):
             linked = (path.parent / target).resolve()
