@@ -126,134 +126,153 @@ def train(
 ) -> TrainResult:
     """Train with the reference optimiser and token schedule, resumably; save the model when done.
 
-    `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included:
-    `data_scripts.SCHEDULE_TOKENS` for span corruption, block_size - 1 for a name prompt), so packing changes the
-    compute but not the schedule. `on_epoch_start(epoch)` lets the corruption transform re-draw for each epoch. A
-    `DeviceBatches` (`--device_data True`) replaces the dataset, the collate function and the DataLoader: its
-    batches are built on the device from the step alone; a `SeedBatches` does so for a `SeedStack` model (`--seeds`:
-    several seeds in lockstep, training/seeds.py; with `--stack_seeds` trained as one `SeedEnsemble`,
-    training/stacking.py).
-    Losses are read back from the device every `--sync_steps` steps and before every save (`training.syncing`);
-    the NaN check, the logs and Ctrl-C act there. `first_phase=(n, dataset)` trains the first n of the
-    `--num_train_epochs` on `dataset` instead (pretraining's QA-only epochs, `--qa_only_epochs`): an epoch is a pass
-    over whichever dataset it trains on, and `final_tokens` should count both.
+    `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included), so
+    packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets span corruption re-draw each
+    epoch. `train_dataset` may be a `DeviceBatches` (`--device_data True`: batches built on the device from the step
+    alone) or a `SeedBatches` (`--seeds`: training/seeds.py, stacked with `--stack_seeds`). `first_phase=(n,
+    dataset)` trains the first n epochs on `dataset` instead (`--qa_only_epochs`); `final_tokens` counts both.
+    Losses are read back every `--sync_steps` steps and before every save; the NaN check, logs and Ctrl-C act there.
     """
-    card, start = dict(card or {}), time.perf_counter()
+    start = time.perf_counter()  # the run's wall time counts setting it up too
     if args.stack_seeds:  # `--seeds` members as one stacked model (training/stacking.py)
         model = SeedEnsemble(model)
     optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
-    phase_epochs, sources = 0, [train_dataset]
-    if first_phase is not None:
-        phase_epochs, sources = first_phase[0], [train_dataset, first_phase[1]]
-    on_device = [isinstance(source, ON_DEVICE) for source in sources]
-    if any(on_device) and not all(on_device):
-        raise TypeError("the phases of a run must all be DeviceBatches or all be datasets")
-    if all(on_device):
-        if accelerator.num_processes > 1:
-            flag = "--seeds" if isinstance(train_dataset, SeedBatches) else "--device_data True"
-            raise UsageError(f"{flag} runs in one process; launch without --num_processes")
-        model, optimizer = accelerator.prepare(model, optimizer)
-        loaders = sources
-        if args.torch_compile_batches:
-            for loader in loaders:
-                loader.compile_packing(args.torch_compile_backend)
-    else:
-        if args.torch_compile_batches:
-            raise UsageError("--torch_compile_batches packs the fast path's batches: it needs --device_data True")
-        if args.packed_rows is not None:
-            raise UsageError("--packed_rows sets the fast path's fixed rows: it needs --device_data True")
-        loaders = [DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
-                              collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
-                   for source in sources]
-        model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
+    phases = [train_dataset] if first_phase is None else [train_dataset, first_phase[1]]
+    model, optimizer, loaders = _prepare(accelerator, model, optimizer, phases, collate_fn, args)
+    phase_epochs = 0 if first_phase is None else first_phase[0]
 
     def loader_at(epoch: int) -> DataLoader | DeviceBatches | SeedBatches:
         return loaders[1] if epoch < phase_epochs else loaders[0]
 
-    def steps_in(epoch: int) -> int:
-        return len(loader_at(epoch))
-
-    step_model = compile_model(model, args)
-    seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in member order
-    clip = _clipper(accelerator, model, args.max_grad_norm)
-    identity = run_identity(accelerator.unwrap_model(model), tokenizer, run_name)
-    state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds, identity)
-    seconds_before = state.train_seconds  # a resumed run's seconds count its earlier processes too
-
-    def seconds() -> float:
-        return seconds_before + time.perf_counter() - start
-
-    total_steps = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
-    total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
-    progress = _Progress(accelerator, args, state, total_steps, start, run_name, card, seeds)
-    save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule, identity)
-    save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
-    sync_steps = resolve_sync_steps(args.sync_steps, args.logging_steps, accelerator)
-    window = LossWindow(args.output_dir, sync_steps, seeds)
-
-    def flush() -> None:
-        """Read back and report every loss still on the device: before saving, the weights must be checked."""
-        window.read_back(state.global_step + 1)
-        progress.report(window.take())
-
-    def checkpoint() -> os.PathLike:
-        flush()
-        state.train_seconds = seconds()
-        return save()
-
+    step_model, clip = compile_model(model, args), _clipper(accelerator, model, args.max_grad_norm)
+    run = _Run(accelerator, model, tokenizer, args, schedule, lambda epoch: len(loader_at(epoch)), run_name, card,
+               start)
+    state = run.state
     model.train()
     stop, interrupted = StopRequest().install(), False
     restore_precision = allow_tf32(args.tf32, accelerator.device)
     try:
-        while state.epoch < args.num_train_epochs and state.global_step < total_steps:
+        while state.epoch < args.num_train_epochs and state.global_step < run.total_steps:
             for batch in _epoch_batches(accelerator, loader_at(state.epoch), state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
-                sync = _syncs_at(state.global_step + 1, sync_steps, args.checkpointing_steps, total_steps)
-                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, window, sync, clip)
+                sync = _syncs_at(state.global_step + 1, run.sync_steps, args.checkpointing_steps, run.total_steps)
+                _optimizer_step(accelerator, step_model, optimizer, batch, args, state, run.window, sync, clip)
                 lr = schedule.step(n_examples * tokens_per_example * accelerator.num_processes)
                 state.advance()
-                progress.step(lr)
+                run.progress.step(lr)
                 if not sync:
                     continue
-                progress.report(window.take())
+                run.progress.report(run.window.take())
                 if args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps == 0:
-                    checkpoint()
+                    run.checkpoint()
                 if stop.anywhere(accelerator):
                     raise KeyboardInterrupt
-                if state.global_step >= total_steps:
+                if state.global_step >= run.total_steps:
                     break
             else:  # a whole epoch (a run stopped by max_steps or at the end keeps its last epoch open)
                 state.end_epoch()
-                if state.epoch in save_epochs:
-                    flush()
-                    save_snapshot(accelerator, model, tokenizer, args.output_dir, state, seconds())
+                if state.epoch in run.save_epochs:
+                    run.flush()
+                    save_snapshot(accelerator, model, tokenizer, args.output_dir, state, run.seconds())
     except KeyboardInterrupt:
         interrupted = True
-        window.drop_after(state.global_step)  # a second Ctrl-C can land inside a step not counted yet
-        progress.bar.close()
-        logger.warning("interrupted: saved %s; continue with --resume_from_checkpoint latest", checkpoint())
+        run.window.drop_after(state.global_step)  # a second Ctrl-C can land inside a step not counted yet
+        run.progress.bar.close()
+        logger.warning("interrupted: saved %s; continue with --resume_from_checkpoint latest", run.checkpoint())
     except BaseException:  # the error is the last thing the user sees: no bar redrawn below it
-        progress.close()
+        run.progress.close()
         raise
     finally:
         stop.restore()
         restore_precision()
-    if not interrupted:
-        flush()
-    dropped = sum(loader.dropped() for loader in loaders if isinstance(loader, ON_DEVICE))
-    if dropped:
-        logger.warning("%d examples found no room in their packed rows and were left out of the loss", dropped)
-    progress.close()
-    epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_in(state.epoch)), 3)
-    result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses,
-                         seconds(), interrupted)
-    if not interrupted:
-        if args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps != 0:
-            checkpoint()
-        save_final(accelerator, model, tokenizer, args.output_dir, result, card)
-    return result
+    return run.finish(loaders, len(loader_at(state.epoch)), interrupted)
+
+
+def _prepare(
+    accelerator: Accelerator, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    phases: list[torch.utils.data.Dataset | DeviceBatches | SeedBatches], collate_fn: Callable | None,
+    args: TrainingArguments,
+) -> tuple[torch.nn.Module, torch.optim.Optimizer, list]:
+    """The model, optimizer and one loader per phase, prepared by Accelerate: DataLoaders over datasets, or the
+    fast path's on-device batches as they are (one process only; packing compiled with --torch_compile_batches)."""
+    on_device = [isinstance(source, ON_DEVICE) for source in phases]
+    if any(on_device) and not all(on_device):
+        raise TypeError("the phases of a run must all be DeviceBatches or all be datasets")
+    if all(on_device):
+        if accelerator.num_processes > 1:
+            flag = "--seeds" if isinstance(phases[0], SeedBatches) else "--device_data True"
+            raise UsageError(f"{flag} runs in one process; launch without --num_processes")
+        model, optimizer = accelerator.prepare(model, optimizer)
+        if args.torch_compile_batches:
+            for loader in phases:
+                loader.compile_packing(args.torch_compile_backend)
+        return model, optimizer, phases
+    if args.torch_compile_batches:
+        raise UsageError("--torch_compile_batches packs the fast path's batches: it needs --device_data True")
+    if args.packed_rows is not None:
+        raise UsageError("--packed_rows sets the fast path's fixed rows: it needs --device_data True")
+    loaders = [DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
+                          collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
+               for source in phases]
+    model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
+    return model, optimizer, loaders
+
+
+class _Run:
+    """One run's bookkeeping around its steps: the counters (new or resumed), wall time, progress, the losses still
+    on the device, checkpoints, and the end (the last checkpoint and the saved model)."""
+
+    def __init__(self, accelerator: Accelerator, model: torch.nn.Module, tokenizer: PreTrainedTokenizer,
+                 args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int],
+                 run_name: str, card: dict | None, start: float) -> None:
+        self.start = start
+        self.accelerator, self.model, self.tokenizer, self.args = accelerator, model, tokenizer, args
+        self.card = dict(card or {})
+        seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in order
+        identity = run_identity(accelerator.unwrap_model(model), tokenizer, run_name)
+        self.state = state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds, identity)
+        self.seconds_before = state.train_seconds  # a resumed run's seconds count its earlier processes too
+        total = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
+        self.total_steps = min(total, args.max_steps) if args.max_steps > 0 else total
+        self.progress = _Progress(accelerator, args, state, self.total_steps, self.start, run_name, self.card, seeds)
+        self.save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule,
+                            identity)
+        self.save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
+        self.sync_steps = resolve_sync_steps(args.sync_steps, args.logging_steps, accelerator)
+        self.window = LossWindow(args.output_dir, self.sync_steps, seeds)
+
+    def seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.start
+
+    def flush(self) -> None:
+        """Read back and report every loss still on the device: before saving, the weights must be checked."""
+        self.window.read_back(self.state.global_step + 1)
+        self.progress.report(self.window.take())
+
+    def checkpoint(self) -> os.PathLike:
+        self.flush()
+        self.state.train_seconds = self.seconds()
+        return self.save()
+
+    def finish(self, loaders: list, steps_this_epoch: int, interrupted: bool) -> TrainResult:
+        """The result; unless interrupted (its checkpoint is saved already), the last checkpoint and the model."""
+        state, args = self.state, self.args
+        if not interrupted:
+            self.flush()
+        dropped = sum(loader.dropped() for loader in loaders if isinstance(loader, ON_DEVICE))
+        if dropped:
+            logger.warning("%d examples found no room in their packed rows and were left out of the loss", dropped)
+        self.progress.close()
+        epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_this_epoch), 3)
+        result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses, self.seconds(),
+                             interrupted)
+        if not interrupted:
+            if args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps != 0:
+                self.checkpoint()
+            save_final(self.accelerator, self.model, self.tokenizer, args.output_dir, result, self.card)
+        return result
 
 
 def _start_state(
