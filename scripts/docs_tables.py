@@ -545,7 +545,8 @@ def pipeline(results: Results) -> str:
     chosen = data["answering"]["abstention"]
     return table(["model", "dev, answering every question", "saved threshold (held-out precision)",
                   "dev answered", "dev precision"],
-                 [[f"{made['variant']}, 4 layers × {made['n_embd']} dims, {made['pretrain_epochs']} epochs, seed {seeds}",
+                 [[f"{made['variant']}, 4 layers × {made['n_embd']} dims, {made['pretrain_epochs']} epochs, "
+                   f"seed {seeds}",
                    score(dev), f"{threshold:.3f} ({100 * chosen['holdout_precision']:.1f}%)",
                    f"{dev['coverage']:.1f}% ({dev['answered']}/{dev['total']})",
                    f"{dev['precision']:.1f}% ({dev['answered_correct']}/{dev['answered']})"]])
@@ -963,7 +964,8 @@ def timings(results: Results) -> str:
     pre = faithful(results)["pretraining"]
     h100 = [s["loop_seconds"] for v in pre.values() for s in v.values()]
     demos = []
-    for stem, shown in (("demo_cpu_no_amx", "README"), ("demo_cpu", "[below](#make-demo-on-the-amx-xeon)")):
+    amx_page = "[demo page](results-demo.md#make-demo-on-the-amx-xeon)"
+    for stem, shown in (("demo_cpu_no_amx", "README"), ("demo_cpu", amx_page)):
         wall = [w["demo_seconds"] for w in results[stem]["worlds"].values()]
         demos.append(["`make demo`", "synthetic world, tiny model, rope",
                       f"{short_hardware(results[stem]['hardware'])}, fp32",
