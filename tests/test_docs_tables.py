@@ -18,6 +18,14 @@ from training import ModelArguments
 RESULTS = ROOT / "results"
 
 
+def test_the_results_page_leads_with_findings_and_the_studies_have_their_own_pages():
+    results = (ROOT / "docs" / "results.md").read_text()
+    assert len(results.splitlines()) <= 300
+    assert results.index("## What was found") < results.index("## Summary")
+    for page in ("results-h100.md", "results-cpu.md", "results-recitation.md", "results-demo.md"):
+        assert f"]({page}#" in results or f"]({page})" in results
+
+
 def test_every_committed_table_is_what_the_json_gives():
     assert not stale(DOCS, Results()), "regenerate them: python scripts/docs_tables.py"
 
@@ -297,7 +305,7 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
     table = TABLES["reference-size"](edited)
     assert "| rope, 4 × 256 (reference), seed 1 | 50 | 2 CPU cores, AMX |" in table
     assert "| rope, 4 × 256 (reference), seed 2 | 60 |" in table
-    assert sorted(stale(DOCS, edited)) == ["README.md: table headline", "docs/results.md: table reference-size",
+    assert sorted(stale(DOCS, edited)) == ["README.md: table front", "docs/results-recitation.md: table reference-size",
                                            "docs/results.md: table summary"]
 
 
