@@ -16,7 +16,7 @@ python -I -c "import modeling_chargpt, data_scripts, training, train_pretrain, a
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
 python -m data_scripts.synthetic --out_dir "$OUT/data" ${SYNTHETIC_ARGS:-}
-python scripts/run_experiments.py --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants "${VARIANTS:-rope}" "$@"
+python experiments/run_experiments.py --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants "${VARIANTS:-rope}" "$@"
 echo "demo wall time: $(( $(date +%s) - start ))s"
 # Ask the pretrained-then-finetuned model three dev questions as a person would (the birthplace-qa pipeline)
 model="$OUT/${VARIANTS:-rope}-causal-seed0-finetune"

@@ -1,4 +1,5 @@
-"""benchmarks/bench_gpu.py on a CPU (tiny model, tiny corpus, a few steps) and scripts/gpu_session.sh's commands:
+"""experiments/benchmarks/bench_gpu.py on a CPU (tiny model, tiny corpus, a few steps) and
+experiments/gpu_session.sh's commands:
 what a GPU session will run is checked here, where there is no GPU."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ TINY = f"--n_layer 1 --n_head 2 --n_embd 32 --block_size {BLOCK} --per_device_tr
 
 @pytest.fixture(scope="module")
 def bench():
-    return load("benchmarks/bench_gpu.py")
+    return load("experiments/benchmarks/bench_gpu.py")
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
     [skipped] = result["skipped"]
     assert skipped["variant"] == "future" and "--no_such_flag" in skipped["reason"]
     assert result["device_type"] == "cpu" and result["torch"] == torch.__version__
-    assert result["command"].startswith("python benchmarks/bench_gpu.py --data_dir")
+    assert result["command"].startswith("python experiments/benchmarks/bench_gpu.py --data_dir")
     # 37 documents (36 lines and the reference's final empty one) in batches of 8: 5 steps per epoch, 650 epochs.
     assert (result["documents"], result["steps_per_epoch"], result["full_pretraining_steps"]) == (37, 5, 3250)
     for row in rows.values():
@@ -129,20 +130,20 @@ def test_fp32_settings_a_variant_changes_are_put_back(bench):
 
 
 def session_commands(env: dict[str, str]) -> list[list[str]]:
-    proc = subprocess.run(["bash", "scripts/gpu_session.sh", "commands"], cwd=ROOT, capture_output=True, text=True,
+    proc = subprocess.run(["bash", "experiments/gpu_session.sh", "commands"], cwd=ROOT, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", **env}, timeout=30)
     assert proc.returncode == 0, proc.stderr
     return [shlex.split(line) for line in proc.stdout.splitlines()]
 
 
 def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path):
-    assert subprocess.run(["bash", "-n", "scripts/gpu_session.sh"], cwd=ROOT).returncode == 0
+    assert subprocess.run(["bash", "-n", "experiments/gpu_session.sh"], cwd=ROOT).returncode == 0
     commands = session_commands({"OUT": str(tmp_path / "out")})
-    assert [c[1] for c in commands] == ["benchmarks/bench_gpu.py", "benchmarks/bench_seeds.py",
-                                        "scripts/run_experiments.py", "scripts/run_experiments.py",
-                                        "scripts/select_finetune_lr.py", "scripts/select_finetune_lr.py",
-                                        "scripts/run_experiments.py", "scripts/select_finetune_lr.py",
-                                        "scripts/select_finetune_lr.py", "scripts/recite_recipe.py"]
+    assert [c[1] for c in commands] == ["experiments/benchmarks/bench_gpu.py", "experiments/benchmarks/bench_seeds.py",
+                                        "experiments/run_experiments.py", "experiments/run_experiments.py",
+                                        "experiments/select_finetune_lr.py", "experiments/select_finetune_lr.py",
+                                        "experiments/run_experiments.py", "experiments/select_finetune_lr.py",
+                                        "experiments/select_finetune_lr.py", "experiments/recite_recipe.py"]
     (bench_cmd, seeds_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd,
      faithful_recite_cmd) = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
@@ -152,12 +153,12 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert all(name in bench.VARIANTS for name in opts.variants.split(","))
     assert opts.out == str(tmp_path / "out" / "bench_gpu.json")
     # 1b: three seeds in a row, together and at once, on the benchmark's steps
-    opts = load("benchmarks/bench_seeds.py").build_parser().parse_args(seeds_cmd[2:])
+    opts = load("experiments/benchmarks/bench_seeds.py").build_parser().parse_args(seeds_cmd[2:])
     assert (opts.seeds, opts.concurrent, opts.json) == ("0,1,2", True, str(tmp_path / "out" / "bench_seeds.json"))
     assert opts.stacked[0] == "" and "--torch_compile True" in opts.stacked[1]  # stacked: eager, then compiled
     check_flags(train_pretrain.build_parser(), ["--pretrain_corpus_path", "w", "--output_dir", "o", "--seeds", "0,1",
                                                 "--stack_seeds", "True", *shlex.split(opts.stacked[1])], "pretrain", "")
-    experiments = load("scripts/run_experiments.py")
+    experiments = load("experiments/run_experiments.py")
     opts = experiments.build_parser().parse_args(full_cmd[2:])
     experiments.check_all_stage_flags(opts)
     # The faithful rope pretraining on the fast path, 650 epochs: nothing in the command shortens it.
@@ -178,11 +179,11 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert opts.pretrain_extra == flags and opts.stack_seeds
     assert experiments.pretrain_stage_flags(opts)[-4:] == shlex.split(flags)
     # 3. recite, then answer on the faithful model the full run pretrained: rates chosen on held-out, then --final
-    opts = load("scripts/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
+    opts = load("experiments/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
     assert opts.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and opts.final
     assert "--recite True" in opts.extra and len(opts.learning_rates.split(",")) > 1
     # recite_lm: the split alone, then pretraining that mixes in only its training part, then the held-out choice
-    select = load("scripts/select_finetune_lr.py").build_parser()
+    select = load("experiments/select_finetune_lr.py").build_parser()
     split = select.parse_args(split_cmd[2:])
     assert split.split_only and split.model_name_or_path is None
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
@@ -211,7 +212,7 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
                                                                   2e-4]
     # faithful_recite: make recite PRETRAINING=faithful for one more seed, two rates, nothing shortened; its flags
     # pass recite_recipe.py's own check
-    recipe = load("scripts/recite_recipe.py")
+    recipe = load("experiments/recite_recipe.py")
     opts = recipe.build_parser().parse_args(faithful_recite_cmd[2:])
     recipe.check(opts)
     assert (opts.pretraining, opts.variant, opts.seeds, opts.learning_rates) == ("faithful", "rope", "1", "3e-4,6e-4")
@@ -223,7 +224,8 @@ def test_gpu_session_run_takes_the_variant_and_the_recite_rates(tmp_path):
     """FULL_VARIANT=learned: stage 2 pretrains learned positions, and stages 3 and 4 finetune that model; RECITE_RATES
     are stage 4's rates."""
     commands = session_commands({"OUT": str(tmp_path / "out"), "FULL_VARIANT": "learned", "RECITE_RATES": "3e-4"})
-    experiments, select = load("scripts/run_experiments.py"), load("scripts/select_finetune_lr.py").build_parser()
+    experiments = load("experiments/run_experiments.py")
+    select = load("experiments/select_finetune_lr.py").build_parser()
     full = experiments.build_parser().parse_args(commands[2][2:])
     experiments.check_all_stage_flags(full)
     recite, conf = select.parse_args(commands[4][2:]), select.parse_args(commands[8][2:])
@@ -235,11 +237,11 @@ def test_gpu_session_run_takes_the_variant_and_the_recite_rates(tmp_path):
 def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answers_when_emptied(tmp_path):
     env = {"LM_HPARAMS": "", "LM_EVAL_EXTRA": "", "LM_EPOCHS": "300"}
     *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
-    experiments = load("scripts/run_experiments.py")
+    experiments = load("experiments/run_experiments.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
     assert opts.pretrain_epochs == 300 and "--preset" not in opts.extra + opts.pretrain_extra
-    chosen = load("scripts/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
+    chosen = load("experiments/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
     assert "--preset" not in chosen.extra and "--recite True" in chosen.extra and not chosen.eval_extra
 
 
@@ -248,12 +250,12 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
     from the folder run_experiments.py gives that seed's member, on the same held-out split, with its own seed."""
     env = {"LM_VARIANT": "learned", "LM_SEEDS": "0,1,2", "LM_PRETRAIN_EXTRA": "--n_embd 128"}
     *_, split_cmd, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
-    experiments = load("scripts/run_experiments.py")
+    experiments = load("experiments/run_experiments.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
     assert (opts.variants, opts.seeds) == ("learned", "0,1,2") and experiments.seeds_together(opts)
     assert opts.pretrain_extra.endswith("--n_embd 128")
-    select = load("scripts/select_finetune_lr.py").build_parser()
+    select = load("experiments/select_finetune_lr.py").build_parser()
     split, chosen = select.parse_args(split_cmd[2:]), select.parse_args(lm_select_cmd[2:])
     # pretrain_together's folder for seed 0 of variant learned (OUT/NAME-pretrain/seed-S, NAME = learned-causal-seeds)
     assert chosen.model_name_or_path == f"{opts.out_dir}/learned-causal-seeds-pretrain/seed-0"
@@ -264,7 +266,7 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
 def test_gpu_session_environment_check_loads_what_a_run_loads():
     """The device call's first check runs the script's Python snippet: it must load datasets, evaluate and accelerate
     (the packages import lazily, so importing them by name alone proves nothing) and print the versions."""
-    script = (ROOT / "scripts/gpu_session.sh").read_text()
+    script = (ROOT / "experiments/gpu_session.sh").read_text()
     start = script.index("\"$PY\" -c '", script.index("environment() {")) + len("\"$PY\" -c '")
     snippet = script[start:script.index("' ||", start)]
     check = snippet + "\nprint(sorted(m for m in ('datasets', 'evaluate', 'accelerate') if m in sys.modules))\n"
@@ -275,11 +277,12 @@ def test_gpu_session_environment_check_loads_what_a_run_loads():
 
 
 def test_step_ops_counts_each_phase_and_not_the_width(tiny_data, tmp_path):
-    """benchmarks/bench_step_ops.py: every phase of a fast-path step is counted, the counts do not depend on the
+    """experiments/benchmarks/bench_step_ops.py: every phase of a fast-path step is counted, the counts do not depend
+    on the
     width (so a small one stands for the faithful 256), and the fused AdamW dispatches fewer operations than the
     default one, which runs per tensor on a CPU. The FLOPs do depend on the width: the forward's are every matrix
     product of the model over the packed rows, attention included, and the backward does twice the forward's."""
-    ops = load("benchmarks/bench_step_ops.py")
+    ops = load("experiments/benchmarks/bench_step_ops.py")
     layers = 2
     shape = ["--n_layer", str(layers), "--n_head", "2", "--block_size", str(BLOCK), "--per_device_train_batch_size",
              str(BATCH)]

@@ -1,5 +1,6 @@
-"""benchmarks/choose_fast_flags.py: which flags a GPU session trains with, from its benchmark's rows (made up here),
-and scripts/gpu_session.sh taking them."""
+"""experiments/benchmarks/choose_fast_flags.py: which flags a GPU session trains with, from its benchmark's rows (made
+up here),
+and experiments/gpu_session.sh taking them."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def chooser():
-    return load("benchmarks/choose_fast_flags.py")
+    return load("experiments/benchmarks/choose_fast_flags.py")
 
 
 def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
@@ -72,7 +73,7 @@ def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
 def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
     bench = tmp_path / "bench_gpu.json"
     bench.write_text(json.dumps({"rows": ROWS}))
-    script = (f"eval \"$({shlex.quote(sys.executable)} benchmarks/choose_fast_flags.py {bench} --shell)\"; "
+    script = (f"eval \"$({shlex.quote(sys.executable)} experiments/benchmarks/choose_fast_flags.py {bench} --shell)\"; "
               "printf '%s\\n' \"$FULL_PRETRAIN\" \"$FULL_PROJECTED_S\" \"$REPRO_PRETRAIN\" \"$REPRO_ARGS\"")
     proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -99,7 +100,7 @@ def test_bad_benchmark_files_are_one_line(chooser, tmp_path, capsys, content, me
 def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     bench = tmp_path / "bench_gpu.json"
     bench.write_text(json.dumps({"rows": ROWS}))
-    experiments = load("scripts/run_experiments.py")
+    experiments = load("experiments/run_experiments.py")
     flags = COMPILED.removeprefix("--device_data True ")
 
     def runs(env: dict[str, str]):
@@ -109,7 +110,7 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
 
     full, reproduce = runs({})
     assert full.pretrain_extra == flags and not full.stack_seeds
-    recite = load("scripts/recite_recipe.py").build_parser().parse_args(session_commands(
+    recite = load("experiments/recite_recipe.py").build_parser().parse_args(session_commands(
         {"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "PYTHON": sys.executable})[-1][2:])
     assert recite.pretraining == "faithful" and recite.pretrain_extra == flags  # faithful_recite: the one-seed flags
     assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
@@ -130,11 +131,11 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
 def test_gpu_session_bench_reproduce_measures_what_the_choice_needs(tmp_path):
     """The one-call mode's shorter benchmark keeps the fast path (the loss reference) and a row for one seed and
     for three, so its choice can pick compiled and stacked flags for the reproduction that follows."""
-    proc = subprocess.run(["bash", "scripts/gpu_session.sh", "commands", "bench_reproduce"], cwd=ROOT,
+    proc = subprocess.run(["bash", "experiments/gpu_session.sh", "commands", "bench_reproduce"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")})
     assert proc.returncode == 0, proc.stderr
-    bench = load("benchmarks/bench_gpu.py")
+    bench = load("experiments/benchmarks/bench_gpu.py")
     opts = bench.build_parser().parse_args(shlex.split(proc.stdout.splitlines()[0])[2:])
     names = opts.variants.split(",")
     assert {"today", "fast"} <= set(names) and all(name in bench.VARIANTS for name in names)
@@ -147,7 +148,7 @@ def test_gpu_session_recite_lm_pretrains_with_the_chosen_flags(tmp_path):
     """recite_lm's pretraining takes the choice too: one seed the one-seed flags, several the seeds' (stacked here)."""
     bench = tmp_path / "bench_gpu.json"
     bench.write_text(json.dumps({"rows": ROWS}))
-    experiments = load("scripts/run_experiments.py")
+    experiments = load("experiments/run_experiments.py")
     flags = COMPILED.removeprefix("--device_data True ")
     for seeds, stacked in (("0", False), ("0,1,2", True)):
         commands = session_commands({"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "LM_SEEDS": seeds,

@@ -385,7 +385,7 @@ def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model,
     assert [r["prediction"] for r in records[:2]] == broken[:2]
     check_records_match(records_path_for(preds), records, preds)
     assert json.loads((tmp_path / "dev.json").read_text())["correct"] == len(broken) - 2
-    experiments = importlib.import_module("scripts.run_experiments")
+    experiments = importlib.import_module("experiments.run_experiments")
     half = tmp_path / "half.tsv"
     pairs = list(zip(questions["question"], questions["answer"], strict=True))[:4]
     half.write_text("".join(f"{q}\t{a}\n" for q, a in pairs))

@@ -477,8 +477,10 @@ def test_estimated_rows_hold_the_sampled_batches(corpus):
 
 
 def test_bench_data_reports_both_paths(corpus, tmp_path, capsys):
-    """benchmarks/bench_data.py on the tiny corpus: a JSON with both paths and layouts; bad input is one line."""
-    spec = importlib.util.spec_from_file_location("bench_data", Path(__file__).parents[1] / "benchmarks/bench_data.py")
+    """experiments/benchmarks/bench_data.py on the tiny corpus: a JSON with both paths and layouts; bad input is one
+    line."""
+    bench = Path(__file__).parents[1] / "experiments" / "benchmarks" / "bench_data.py"
+    spec = importlib.util.spec_from_file_location("bench_data", bench)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     data_dir = tmp_path / "data"

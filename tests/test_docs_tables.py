@@ -1,7 +1,7 @@
 """README.md and docs/*.md hold result tables generated from results/*.json, and no hand-typed accuracy besides.
 
 So a number lives in one place: a changed JSON makes the committed tables stale (and this test fail) until
-`python scripts/docs_tables.py` rewrites them; prose may quote an accuracy only if the JSON holds it.
+`python experiments/docs_tables.py` rewrites them; prose may quote an accuracy only if the JSON holds it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from scripts.docs_tables import BEST_SHAPE, BLOCK, DOCS, ROOT, TABLES, Results, render, stale
+from experiments.docs_tables import BEST_SHAPE, BLOCK, DOCS, ROOT, TABLES, Results, render, stale
 from training import ModelArguments
 
 RESULTS = ROOT / "results"
@@ -27,7 +27,7 @@ def test_the_results_page_leads_with_findings_and_the_studies_have_their_own_pag
 
 
 def test_every_committed_table_is_what_the_json_gives():
-    assert not stale(DOCS, Results()), "regenerate them: python scripts/docs_tables.py"
+    assert not stale(DOCS, Results()), "regenerate them: python experiments/docs_tables.py"
 
 
 def test_a_changed_number_makes_its_tables_stale(tmp_path):
@@ -55,7 +55,7 @@ def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_lin
 def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
     """The frontier JSON names one machine for the file, and fp32; a run with its own `hardware` key ran elsewhere,
     one with a `mixed_precision` key in that precision."""
-    from scripts.docs_tables import FRONTIER_NO_AMX, FRONTIER_NO_AMX_BF16, headline_rows
+    from experiments.docs_tables import FRONTIER_NO_AMX, FRONTIER_NO_AMX_BF16, headline_rows
 
     def no_amx_rows(results: Results) -> list[str]:
         return [r["hardware"] for r in headline_rows(results) if "(46 epochs)" in r["recipe"]
@@ -77,7 +77,7 @@ def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
 
 
 def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_path):
-    from scripts.docs_tables import FRONTIER_150_LEARNED, headline_rows
+    from experiments.docs_tables import FRONTIER_150_LEARNED, headline_rows
 
     def learned_150(results: Results) -> dict:
         return next(r for r in headline_rows(results) if r["variant"].startswith("learned") and "(150 epochs)" in
@@ -197,7 +197,7 @@ def test_the_readme_is_a_front_page_and_its_links_resolve():
 def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     """README's span-answers row: the continuation's dev score of every rope seed, each seed's own pretraining time,
     and '(2 machines)' once a seed's run names a machine of its own."""
-    from scripts.docs_tables import headline_rows
+    from experiments.docs_tables import headline_rows
 
     def span_row(results: Results) -> dict:
         return next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"])
@@ -225,7 +225,7 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
 def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
     """The CHOOSE=1 row: per seed that choose_final_questions.py ran on, the dev score of the held-out model when it
     chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds agree."""
-    from scripts.docs_tables import headline_rows
+    from experiments.docs_tables import headline_rows
 
     def chosen_row(results: Results, variant: str = "rope") -> dict:
         return next(r for r in headline_rows(results)
@@ -256,7 +256,7 @@ def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
 def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_frontier_run_it_reevaluated():
     """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
     run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
-    from scripts.docs_tables import FRONTIER_150_LEARNED, headline_rows, recitation_source
+    from experiments.docs_tables import FRONTIER_150_LEARNED, headline_rows, recitation_source
 
     results = Results()
     row = next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"]
@@ -278,7 +278,7 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
 
 
 def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in_one_row(tmp_path):
-    from scripts.docs_tables import headline_rows
+    from experiments.docs_tables import headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())
@@ -310,7 +310,7 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
 
 
 def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
-    from scripts.docs_tables import presets
+    from experiments.docs_tables import presets
 
     lines = presets(Results(RESULTS)).splitlines()
     best = next(line for line in lines if line.startswith("| `best` |"))
@@ -324,7 +324,7 @@ def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
     the summary row read both, final models' dev scores side by side."""
     import copy
 
-    from scripts.docs_tables import headline_rows
+    from experiments.docs_tables import headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "confidence_cpu_span.json").read_text())
@@ -356,7 +356,7 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
     figures side by side."""
     import copy
 
-    from scripts.docs_tables import span_seeds
+    from experiments.docs_tables import span_seeds
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     seeds = dict(span_seeds(json.loads((RESULTS / "confidence_cpu_span.json").read_text())))
@@ -382,7 +382,7 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
     # learned positions after every rope row, one seed: its own figures, no spread
     assert lines[4].startswith("| learned, 220 | 0 | 21.0 min | 320 of ") and lines[4].endswith(
         "| **65.0%** | 65.0% | 75.0% |")
-    from scripts.docs_tables import headline_rows  # and its own row in the summary
+    from experiments.docs_tables import headline_rows  # and its own row in the summary
 
     (row,) = [r for r in headline_rows(Results(tmp_path / "results"))
               if r["variant"].startswith("learned") and r["recipe"].startswith("**span corruption**")]
@@ -394,7 +394,7 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
     """faithful_h100_fast_path.json: the README's recite-after-faithful-pretraining row, the results table's stages
     (the chosen rate in bold) and the GPU table's measured whole pretraining follow the JSON; the benchmark table
     names each call's GPU."""
-    from scripts.docs_tables import headline_rows
+    from experiments.docs_tables import headline_rows
 
     def fast_rows(results: Results) -> list[dict]:
         return [r for r in headline_rows(results) if r["how"] == "the-faithful-recipe-on-the-fast-path-then-recite"]

@@ -34,7 +34,7 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "exp"
-    run_ok([sys.executable, "scripts/run_experiments.py", "--data_dir", str(world), "--out_dir", str(out),
+    run_ok([sys.executable, "experiments/run_experiments.py", "--data_dir", str(world), "--out_dir", str(out),
             "--recipe", "demo", "--variants", "learned", "--pretrain_epochs", "2", "--save_epochs", "1",
             "--skip_baselines", "--threads", "1",
             "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"])
@@ -54,9 +54,9 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
         assert (groups["paraphrased"]["total"], groups["single"]["total"]) == (14, 6)
         assert groups["paraphrased"]["correct"] + groups["single"]["correct"] == row["dev"]["correct"]
     assert (out / "learned-causal-seed0.test.predictions").read_text().count("\n") == 20
-    assert summary["command"].startswith("python scripts/run_experiments.py")
+    assert summary["command"].startswith("python experiments/run_experiments.py")
 
-    table = run_ok([sys.executable, "scripts/collect_results.py", str(out / "results.json"), "--label_from_dir",
+    table = run_ok([sys.executable, "experiments/collect_results.py", str(out / "results.json"), "--label_from_dir",
                     "--json", str(tmp_path / "acc.json"), "--plot", str(tmp_path / "acc.png")])
     collected = json.loads((tmp_path / "acc.json").read_text())["runs"]
     assert [r["pretrain_epochs"] for r in collected] == [1, 2.0]
@@ -67,7 +67,7 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
 def _load_script(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,7 +108,7 @@ def test_a_runs_note_travels_into_its_row():
            "pretrain_seconds": 3576.6, "finetune_seconds": 106.6, "train_seconds": 3683.2,
            "dev": {"accuracy": 17.0, "correct": 85, "total": 500}}
     noted = dict(run, name="rope-causal-seed1", note="resumed from step 2,500")
-    rows = collect.rows_from({"runs": [run, noted], "command": "python scripts/run_experiments.py"}, "e160")
+    rows = collect.rows_from({"runs": [run, noted], "command": "python experiments/run_experiments.py"}, "e160")
     assert [r.get("note") for r in rows] == [None, "resumed from step 2,500"]
     assert "note" not in rows[0] and rows[1]["train_minutes"] == round(3683.2 / 60, 2)
 
@@ -130,7 +130,7 @@ def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
     rows = [dict(r, id=i, dev_correct=0, dev_total=500) for i, r in runs.items()]
     stale = dict(group, dev_accuracy_mean=99.0)
     (tmp_path / "acc.json").write_text(json.dumps({"runs": rows, "seed_groups": [stale]}))
-    run_ok([sys.executable, "scripts/collect_results.py", "--json", str(tmp_path / "acc.json"),
+    run_ok([sys.executable, "experiments/collect_results.py", "--json", str(tmp_path / "acc.json"),
             "--plot", str(tmp_path / "acc.png")])
     assert json.loads((tmp_path / "acc.json").read_text())["seed_groups"] == [group]
     with pytest.raises(SystemExit, match="expected NAME=ID,ID"):
@@ -149,7 +149,7 @@ def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
     expected = {"missing.json": "missing.json: cannot read",
                 "bad.json": "bad.json: not a run_experiments.py results.json: line 2:",
                 "norecipe.json": "norecipe.json: not a run_experiments.py results.json: missing 'recipe'"}
-    procs = run_concurrently([[sys.executable, "scripts/collect_results.py", str(tmp_path / name), "--json",
+    procs = run_concurrently([[sys.executable, "experiments/collect_results.py", str(tmp_path / name), "--json",
                                str(tmp_path / f"{name}.acc.json"), "--plot", str(tmp_path / f"{name}.acc.png")]
                               for name in expected], cwd=ROOT, env=ENV, timeout=120)
     for (name, message), proc in zip(expected.items(), procs, strict=True):
@@ -160,7 +160,7 @@ def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("bench", ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"])
 def test_benchmarks_report_a_missing_data_dir_in_one_line(bench, tmp_path, capsys):
-    assert run_script(f"benchmarks/{bench}.py", ["--data_dir", str(tmp_path / "nowhere")]) == 1
+    assert run_script(f"experiments/benchmarks/{bench}.py", ["--data_dir", str(tmp_path / "nowhere")]) == 1
     missing = tmp_path / "nowhere" / "wiki.txt"
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {missing}: file not found"
 
@@ -219,7 +219,7 @@ def test_probe_recall_reports_a_bad_model_dir_or_predictions_file_in_one_line(tm
     for extra, says in [([], "not a saved chargpt model"),
                         (["--predictions", str(tmp_path / "gone.predictions")], "gone.predictions: cannot read it")]:
         argv = [str(tmp_path / "missing"), "--data_dir", str(tmp_path), *extra]
-        assert run_script("scripts/probe_recall.py", argv) != 0
+        assert run_script("experiments/probe_recall.py", argv) != 0
         err = capsys.readouterr().err
         assert err.strip().count("\n") == 0 and says in err, err
 
@@ -233,7 +233,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         "--n_head", "4", "--n_embd", "32", "--block_size", "128", "--max_steps", "3", "--disable_tqdm", "True",
         "--report_to", "none"]) == 0
     out = tmp_path / "sel"
-    script = "scripts/select_finetune_lr.py"
+    script = "experiments/select_finetune_lr.py"
     args = ["--model_name_or_path", str(pre), "--data_dir", str(world), "--out_dir", str(out), "--learning_rates",
             "1e-4,1e-3", "--holdout", "10", "--final", "--threads", "1", "--extra",
             "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
@@ -272,7 +272,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert len(held) == 10 and sorted(part + held) == sorted(train_lines)
     assert not set(held) & set((world / "birth_dev.tsv").read_text().splitlines())
 
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     select = _load_script("select_finetune_lr")
     again = select.split_questions(world / "birth_places_train.tsv", 10, 0, tmp_path / "again")
     assert again[1].read_text().splitlines() == held
@@ -300,7 +300,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     spent = 100.0 + sum(p["finetune_seconds"] + p["holdout"]["seconds"] for p in points) + final["finetune_seconds"]
     assert row["train_minutes"] == round(spent / 60, 2) and row["dev_accuracy"] == final["dev"]["accuracy"]
     assert row["finetune_learning_rate"] == summary["chosen_learning_rate"] and "10 held-out" in row["recipe"]
-    assert row["id"] != base["id"] and row["command"].startswith("python scripts/select_finetune_lr.py")
+    assert row["id"] != base["id"] and row["command"].startswith("python experiments/select_finetune_lr.py")
     assert [(q["learning_rate"], q["holdout_correct"]) for q in row["selection_points"]] == [
         (p["learning_rate"], p["holdout"]["correct"]) for p in points]
     with pytest.raises(SystemExit, match="no collected run 'exp/learned-causal-seed0'"):
@@ -316,8 +316,8 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     marked = [dict(r, correct=r["correct"] or i in (0, 3, 4)) for i, r in enumerate(map(json.loads,
                                                                                          chosen.read_text().splitlines()))]
     chosen.write_text("".join(json.dumps(r) + "\n" for r in marked))
-    choose = [sys.executable, "scripts/choose_final_questions.py", "--select_dir", str(out), "--data_dir", str(world),
-              "--threads", "1"]
+    choose = [sys.executable, "experiments/choose_final_questions.py", "--select_dir", str(out),
+              "--data_dir", str(world), "--threads", "1"]
     printed = run_ok(choose)
     where = out / "final_questions"
     choice = json.loads((where / "choice.json").read_text())
@@ -360,7 +360,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
 
 
 def test_bad_input_reaches_the_user_as_its_one_line(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     select, experiments = _load_script("select_finetune_lr"), _load_script("run_experiments")
     bad = tmp_path / "birth_places_train.tsv"
     bad.write_text("Where was A born?\tParis\nWhere was B born? no tab\nWhere was C born?\tRome\n")
@@ -396,7 +396,7 @@ def test_a_flag_a_later_stage_rejects_stops_the_run_before_the_first_stage(tmp_p
     """--extra reaches finetuning too: a pretraining-only flag there used to fail only after the hour of pretraining."""
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=20, n_train=10, n_dev=5, n_test=5, seed=0)
-    proc = subprocess.run([sys.executable, "scripts/run_experiments.py", "--data_dir", str(world), "--out_dir",
+    proc = subprocess.run([sys.executable, "experiments/run_experiments.py", "--data_dir", str(world), "--out_dir",
                            str(tmp_path / "exp"), "--recipe", "demo", "--variants", "learned", "--skip_baselines",
                            "--extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"],
                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
@@ -500,7 +500,7 @@ def test_ctrl_c_lets_the_stage_save_its_checkpoint_before_the_run_stops(tmp_path
         """))
     driver = (f"import pathlib, sys, run_experiments; run_experiments.run([sys.executable, {str(stage)!r}], "
               f"pathlib.Path({str(tmp_path / 'stage.log')!r}))")
-    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), str(ROOT)])}
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT / "experiments"), str(ROOT)])}
     # Its own process group, as a terminal's foreground job, with Ctrl-C's default action: a shell without job
     # control starts background commands (`.ci/run &`) with SIGINT ignored, and Python then never raises
     # KeyboardInterrupt.
@@ -540,13 +540,13 @@ def test_make_help_lists_every_target_with_what_it_does():
 def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch):
     """`make best` = `make recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1` (results/cpu_fp32_reference_size.json's
     commands), into out/best unless told otherwise; the seeds and the variant pass through."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # as running the script puts its folder first
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # as running the script puts its folder first
     parser = _load_script("recite_recipe").build_parser()
 
     def recipe(command: str) -> dict:
         """What recite_recipe.py's own parser reads from `command`, but where the data, the output and which model
         go."""
-        words = shlex.split(command.split("scripts/recite_recipe.py ", 1)[1])
+        words = shlex.split(command.split("experiments/recite_recipe.py ", 1)[1])
         return {k: v for k, v in vars(parser.parse_args(words)).items()
                 if k not in ("data_dir", "out_dir", "seeds", "variant")}
 
@@ -556,8 +556,8 @@ def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch
         return " ".join(next(line for line in lines if "recite_recipe.py" in line).split())
 
     command = planned("SEEDS=0,1", "VARIANT=learned")
-    assert "scripts/recite_recipe.py --data_dir d --out_dir out/best --seeds 0,1 --variant learned " in command
-    default = recipe("scripts/recite_recipe.py --data_dir d")
+    assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --seeds 0,1 --variant learned " in command
+    default = recipe("experiments/recite_recipe.py --data_dir d")
     assert {k: v for k, v in recipe(command).items() if v != default[k]} == {
         "pretrain_epochs": 50, "n_embd": 256, "answer_from_recitation": True, "continue_recitation": True}
     measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
@@ -571,13 +571,13 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
     (no split step, no recitation rows), 650 epochs at the reference size and preset unless told otherwise, then the
     same --recite selection per seed (the steps are the recitation recipe's, whose end-to-end run is tested below;
     results/span_recite_epochs_cpu.json's learned_runs is a real run of this plan)."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     recipe = _load_script("recite_recipe")
     parse = recipe.build_parser().parse_args
     pretraining, *selections = recipe.commands(parse(["--data_dir", "d", "--pretraining", "faithful", "--seeds", "0,1",
                                                       "--no_confidence"]))
-    assert pretraining[1] == "scripts/run_experiments.py" and [c[1] for c in selections] == [
-        "scripts/select_finetune_lr.py"] * 2
+    assert pretraining[1] == "experiments/run_experiments.py" and [c[1] for c in selections] == [
+        "experiments/select_finetune_lr.py"] * 2
     def value(cmd: list[str], flag: str) -> str:
         return cmd[cmd.index(flag) + 1]
 
@@ -603,14 +603,14 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     out = tmp_path / "recite"
     # Seed 1 alone runs (a seed other than the split's 0: the split must not follow it); the plan for two seeds and
     # their summary are checked below without running them again (each seed costs about 70 s of subprocesses here).
-    cmd = [sys.executable, "scripts/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
+    cmd = [sys.executable, "experiments/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
     assert run_script(cmd[1], [*cmd[2:], "--dry_run"]) == 0
     planned = capfd.readouterr().out.splitlines()
-    assert [line.split()[1] for line in planned] == ["scripts/select_finetune_lr.py", "scripts/run_experiments.py",
-                                                     "scripts/select_finetune_lr.py", "evaluate_birthplace.py",
-                                                     "scripts/abstention.py", "scripts/abstention.py"]
+    assert [line.split()[1] for line in planned] == [
+        "experiments/select_finetune_lr.py", "experiments/run_experiments.py", "experiments/select_finetune_lr.py",
+        "evaluate_birthplace.py", "experiments/abstention.py", "experiments/abstention.py"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
     assert run_script(cmd[1], cmd[2:]) == 0  # its steps run as processes, as the user's do (capfd: their output too)
@@ -660,7 +660,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
             assert saved["answer_from_recitation"] is False  # this run's evaluations took no spans
             if found["threshold"] is not None:
                 assert saved["abstention"]["holdout"].endswith("lr0.001.holdout.predictions")
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     recipe = _load_script("recite_recipe")
 
     def plan(*flags: str) -> list[str]:
@@ -695,7 +695,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert chosen[:len(planned)] == planned
     select = out / "select" / "seed1"
     choose, test = chosen[len(planned):]
-    assert choose.startswith(f"python scripts/choose_final_questions.py --select_dir {select} --data_dir {world}")
+    assert choose.startswith(f"python experiments/choose_final_questions.py --select_dir {select} --data_dir {world}")
     assert test.startswith(f"python evaluate_birthplace.py --model_name_or_path {select}/CHOSEN-finetune")
     assert f"--eval_corpus_path {world / 'birth_test_inputs.tsv'}" in test
     alone = plan("--choose_final_questions", "--no_confidence")

@@ -97,12 +97,12 @@ def test_every_lazily_exported_name_resolves(package):
 # evaluate, which take seconds to import, must stay unloaded.
 LIGHT = """
 import runpy, sys
-sys.path.insert(0, "scripts")  # as `python scripts/X.py` would
+sys.path.insert(0, "experiments")  # as `python experiments/X.py` would
 import data_scripts, evaluation.confidence, evaluation.record_files, training
 from data_scripts import DataFileError, read_text_file
 from training import UsageError, atomic_write_json, run_cli
 for script in ("abstention", "collect_results", "docs_tables", "plot_results"):
-    runpy.run_path(f"scripts/{script}.py", run_name="imported")
+    runpy.run_path(f"experiments/{script}.py", run_name="imported")
 print(sorted(m for m in ("torch", "modeling_chargpt", "datasets", "accelerate", "evaluate") if m in sys.modules))
 """
 

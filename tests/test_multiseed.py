@@ -237,7 +237,7 @@ def test_snapshots_go_to_each_members_folder_and_the_logs_name_each_seed(wiki, t
 
 
 def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monkeypatch, capsys, one_thread):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments" / "benchmarks"))
     bench = importlib.import_module("bench_seeds")
     out = tmp_path / "bench.json"
     monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(wiki.parent), "--steps", "2", "--json",
@@ -266,7 +266,7 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
 
 
 def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     experiments = importlib.import_module("run_experiments")
     calls = []
     monkeypatch.setattr(experiments, "run", lambda cmd, log: calls.append((cmd, log)) or 12.0)

@@ -200,7 +200,8 @@ def test_a_folder_without_answering_settings_answers_the_reference_way_and_says_
 
 
 def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshold(world, models, tmp_path, capsys):
-    """benchmarks/measure_pipeline.py (the README's pipeline numbers): the folder loaded as the README shows, its
+    """experiments/benchmarks/measure_pipeline.py (the README's pipeline numbers): the folder loaded as the README
+    shows, its
     answers identical to the evaluation's, coverage and precision at the threshold saved in the folder."""
     import shutil
 
@@ -219,7 +220,7 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     config["answering"]["abstain_below"] = threshold
     (folder / "config.json").write_text(json.dumps(config))
     out = tmp_path / "pipeline.json"
-    assert run_script("benchmarks/measure_pipeline.py", ["--model", str(folder), "--data_dir", str(world),
+    assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(folder), "--data_dir", str(world),
                                                          "--predictions", str(preds), "--json", str(out)]) == 0
     found = json.loads(out.read_text())
     dev = found["dev"]
@@ -228,6 +229,6 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     assert (dev["total"], dev["correct"]) == (10, sum(r["correct"] for r in records))
     assert (dev["answered"], dev["answered_correct"]) == (len(answered), sum(r["correct"] for r in answered))
     assert dev["coverage"] == 10 * len(answered) and "at its saved threshold" in capsys.readouterr().out
-    assert run_script("benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
+    assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
                                                          "--json", str(out)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")

@@ -12,7 +12,7 @@ import pytest
 from test_readme_commands import load as load_script
 
 # run as a script, plot_results.py finds its sibling docs_tables.py on its own folder's path
-plotting = load_script("scripts/plot_results.py")
+plotting = load_script("experiments/plot_results.py")
 CITED, RECITE_RECIPES, RESULTS = plotting.CITED, plotting.RECITE_RECIPES, plotting.RESULTS
 load, main, plot, plot_stored, stored_and_answered = (plotting.load, plotting.main, plotting.plot, plotting.plot_stored,
                                                       plotting.stored_and_answered)
@@ -59,7 +59,7 @@ def test_the_plot_follows_the_json(tmp_path):
 def test_stored_and_answered_reads_every_seed_from_the_json():
     """The README's figure: the faithful models' probe (of 449) and dev scores, the recitation recipe's probe (of
     471) and dev scores, seed by seed; its recipes are the ones docs_tables.py's summary rows name."""
-    from scripts.docs_tables import FRONTIER_150, FRONTIER_150_LEARNED, FRONTIER_RUNS
+    from experiments.docs_tables import FRONTIER_150, FRONTIER_150_LEARNED, FRONTIER_RUNS
 
     assert [names for _, names in RECITE_RECIPES["rope"]] == [FRONTIER_RUNS, FRONTIER_150]
     assert RECITE_RECIPES["learned"][1][1] == FRONTIER_150_LEARNED

@@ -166,9 +166,9 @@ def settings(parsed):
 
 
 def test_best_preset_is_the_recipe_measured_at_the_reference_size():
-    """--preset best resolves to what scripts/recite_recipe.py ran for results/cpu_fp32_reference_size.json (its
+    """--preset best resolves to what experiments/recite_recipe.py ran for results/cpu_fp32_reference_size.json (its
     recorded command's stage flags, the chosen rate of a seed), and the evaluation answers as that recipe's did."""
-    recipe = load("scripts/recite_recipe.py")
+    recipe = load("experiments/recite_recipe.py")
     runs = json.loads((Path(__file__).parents[1] / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
     rate = DEFAULTS["finetune"]["best"]["learning_rate"]
     run = next(r for r in runs if r["learning_rate"] == rate)  # a measured seed chose the preset's rate

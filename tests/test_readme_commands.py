@@ -110,9 +110,10 @@ def test_the_pages_print_commands_for_every_stage():
     commands = readme_commands()
     scripts = {split_command(c)[1] for c in commands if "..." not in c}
     assert len(commands) >= 50  # reproduce.md runs one command over V and S instead of repeating it
-    assert {"train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py", "scripts/run_experiments.py",
-            "scripts/select_finetune_lr.py", "scripts/collect_results.py", "scripts/probe_recall.py",
-            "scripts/docs_tables.py", "scripts/plot_results.py", "benchmarks/bench_train.py"} <= scripts
+    assert {"train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py", "experiments/run_experiments.py",
+            "experiments/select_finetune_lr.py", "experiments/collect_results.py", "experiments/probe_recall.py",
+            "experiments/docs_tables.py", "experiments/plot_results.py",
+            "experiments/benchmarks/bench_train.py"} <= scripts
     # The front page keeps the assignment's own commands: pretrain, finetune, evaluate.
     assert {"train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py"} <= {
         split_command(c)[1] for c in readme_commands([ROOT / "README.md"])}
@@ -130,13 +131,13 @@ def test_a_readme_command_parses(command):
     "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tsv --baseline londn",
     "accelerate launch --config_file accelerate_config.yaml train_pretrain.py --pretrain_corpus_path "
     "../shared/data/wiki.txt --output_dir o --presets cpu-fast",
-    "python scripts/run_experiments.py --data_dir ../shared/data --out_dir o --skip_baselines --variants rope "
+    "python experiments/run_experiments.py --data_dir ../shared/data --out_dir o --skip_baselines --variants rope "
     "--extra '--mixed_qa_corpus_path ../shared/data/birth_places_train.tsv'",
-    "python scripts/select_finetune_lr.py --model_name_or_path m --data_dir ../shared/data --out_dir o "
+    "python experiments/select_finetune_lr.py --model_name_or_path m --data_dir ../shared/data --out_dir o "
     "--extra '--learning_rte 1e-4'",
-    "python scripts/probe_recall.py",
-    "python scripts/recite_recipe.py --data_dir ../shared/data --pretrain_extra '--n_lyer 2'",
-    "python benchmarks/bench_gpu.py --data_dir ../shared/data --variants today,fast_compield",
+    "python experiments/probe_recall.py",
+    "python experiments/recite_recipe.py --data_dir ../shared/data --pretrain_extra '--n_lyer 2'",
+    "python experiments/benchmarks/bench_gpu.py --data_dir ../shared/data --variants today,fast_compield",
     "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tssv --baseline london",
 ])
 def test_the_check_rejects_a_broken_command(broken):

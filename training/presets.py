@@ -38,7 +38,7 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "finetune": {  # from a pretrained model (--model_name_or_path); from scratch, FROM_SCRATCH changes the epochs
         REFERENCE: {"num_train_epochs": 10, "per_device_train_batch_size": 256, "learning_rate": 6e-4},
         # A pretrained model keeps more of its facts with a gentler rate (chosen on held-out training questions by
-        # scripts/select_finetune_lr.py); the batch size and epochs stay the reference's, the dropout the model's.
+        # experiments/select_finetune_lr.py); the batch size and epochs stay the reference's, the dropout the model's.
         "cpu-fast": {"mixed_precision": "fast", "learning_rate": 7.5e-5},
         # Recite the line, then answer, at the rate held-out training questions chose for two of the three seeds of
         # that pretraining (and the best held-out mean of the three rates tried, by a hair over 1.5e-4).
@@ -50,7 +50,8 @@ EVALUATION: dict[str, dict[str, Any]] = {"best": {"answer_from_recitation": True
 # What a preset cannot choose for you: (stage, preset) -> {field: why the run needs it}.
 NEEDS: dict[tuple[str, str], dict[str, str]] = {
     ("pretrain", "best"): {"mixed_qa_corpus_path": "the training questions it recites, birth_places_train.tsv or, "
-                                                   "to hold some out, the train.tsv of scripts/select_finetune_lr.py "
+                                                   "to hold some out, the train.tsv of "
+                                                   "experiments/select_finetune_lr.py "
                                                    "--split_only"}}
 # The assignment trains a model without pretraining for 75 epochs instead of 10; nothing else changes.
 FROM_SCRATCH: dict[str, Any] = {"num_train_epochs": 75}

@@ -1,6 +1,7 @@
 """What a person gets from a trained model through `pipeline(...)`: dev answered the way the README shows.
 
-    python benchmarks/measure_pipeline.py --model out/recite/select/seed0/final-finetune --data_dir ../shared/data \
+    python experiments/benchmarks/measure_pipeline.py --model out/recite/select/seed0/final-finetune \
+        --data_dir ../shared/data \
         --recipe_results out/recite/results.json --json results/pipeline_recite_cpu.json
 
 Loads the folder with `pipeline(model=FOLDER, trust_remote_code=True)` (the code saved in the folder answers, with
@@ -8,7 +9,7 @@ the format and threshold saved there), asks every dev question, and records the 
 everything, then the coverage and precision at the saved threshold ("I don't know" below it). With
 --predictions (evaluate_birthplace.py's file for the same model) it also counts the answers that differ from the
 evaluation's: the pipeline must answer as the model was measured. --recipe_results copies how the model was made
-(scripts/recite_recipe.py's results.json: command, pretraining time, chosen rate) into the record.
+(experiments/recite_recipe.py's results.json: command, pretraining time, chosen rate) into the record.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "hardware": f"{cpu_name()}, fp32", "threads": torch.get_num_threads(),
               "answering": (getattr(config, "answering", None) or {}), "dev": score(outputs, gold),
               "seconds": {"load": round(loaded, 1), "dev": round(seconds, 1)},
-              "command": shlex.join(["python", "benchmarks/measure_pipeline.py",
+              "command": shlex.join(["python", "experiments/benchmarks/measure_pipeline.py",
                                      *(sys.argv[1:] if argv is None else argv)])}
     threshold = record["answering"].get("abstain_below")
     if opts.predictions:

@@ -1,6 +1,6 @@
 """Does `torch.compile` pay for chargpt training here? Packed span-corruption steps, eager vs compiled, one process.
 
-    python benchmarks/bench_compile.py [--data_dir ../shared/data] [--threads 2]
+    python experiments/benchmarks/bench_compile.py [--data_dir ../shared/data] [--threads 2]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batches", type=int, default=6)
     return parser

@@ -1,8 +1,8 @@
 """The result tables of README.md and docs/*.md, generated from results/*.json so each number has one home.
 
-    python scripts/docs_tables.py            # rewrite every table in place
-    python scripts/docs_tables.py --check    # exit 1 naming each stale table (the tests run this check)
-    python scripts/docs_tables.py --print demo
+    python experiments/docs_tables.py            # rewrite every table in place
+    python experiments/docs_tables.py --check    # exit 1 naming each stale table (the tests run this check)
+    python experiments/docs_tables.py --print demo
 
 A table lives between `<!-- table:NAME -->` and `<!-- /table -->` in a Markdown file; NAME is a key of TABLES.
 Edit the JSON (or the code below), never the table: a hand edit is overwritten, and `--check` fails until then.
@@ -537,7 +537,7 @@ def front(results: Results) -> str:
 
 def pipeline(results: Results) -> str:
     """README: dev asked through `pipeline(model=FOLDER, trust_remote_code=True)`, the model's saved format and
-    threshold (benchmarks/measure_pipeline.py; results/pipeline_recite_cpu.json)."""
+    threshold (experiments/benchmarks/measure_pipeline.py; results/pipeline_recite_cpu.json)."""
     data = results["pipeline_recite_cpu"]
     dev, made = data["dev"], data["recipe"]
     seeds = ", ".join(str(row["seed"]) for row in made["seeds"])
@@ -984,7 +984,8 @@ def timings(results: Results) -> str:
 
 
 def cpu_projections(results: Results) -> list[list[str]]:
-    """The faithful pretraining on a CPU, projected from today's loop's timed steps in benchmarks/bench_gpu.py, one
+    """The faithful pretraining on a CPU, projected from today's loop's timed steps in
+    experiments/benchmarks/bench_gpu.py, one
     row per CPU (its runs' range): no CPU run of it has finished."""
     bench = results["bench_fast_path_cpu"]
     hours: dict[str, list[float]] = {}
@@ -994,7 +995,7 @@ def cpu_projections(results: Results) -> list[list[str]]:
         hours.setdefault(f"{cores} cores, {cpu}, fp32", []).extend(
             r["projected_full_pretraining_s"] / 3600 for r in run["rows"] if r["variant"].startswith("today"))
     return [["`make reproduce` on a CPU", "the faithful recipe's pretraining (650 epochs), projected from today's "
-             "loop's timed steps (benchmarks/bench_gpu.py)", machine,
+             "loop's timed steps (experiments/benchmarks/bench_gpu.py)", machine,
              f"{min(h):.1f}–{max(h):.1f} h" if len(h) > 1 else f"{h[0]:.1f} h", "—"] for machine, h in hours.items()]
 
 
@@ -1006,7 +1007,8 @@ def model_steps(row: dict) -> float:
     return row["steps_per_s"] * row.get("members", 1)
 
 
-GPU_BENCHES = ("bench_gpu_h200", "bench_gpu_h100")  # results/*.json of benchmarks/bench_gpu.py, in the order run
+# results/*.json of experiments/benchmarks/bench_gpu.py, in the order run
+GPU_BENCHES = ("bench_gpu_h200", "bench_gpu_h100")
 
 
 def bench_gpu(results: Results) -> str:
@@ -1407,7 +1409,7 @@ def confidence_recite(results: Results) -> str:
 
 
 def confidence_recite_grounded(results: Results) -> str:
-    """docs/confidence.md: the same choice with scripts/abstention.py --grounded_only (grounded answers only, the
+    """docs/confidence.md: the same choice with experiments/abstention.py --grounded_only (grounded answers only, the
     threshold among them)."""
     def at(point: dict) -> str:
         return f"{pct(point['precision'])} / {pct(point['coverage'])} ({point['right']}/{point['answered']})"
@@ -1696,7 +1698,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.check:
         found = stale(DOCS, results)
         if found:
-            sys.exit("stale tables (regenerate: python scripts/docs_tables.py):\n  " + "\n  ".join(found))
+            sys.exit("stale tables (regenerate: python experiments/docs_tables.py):\n  " + "\n  ".join(found))
         return
     for path in DOCS:
         text = path.read_text()

@@ -1,6 +1,7 @@
 """The plots a reader sees, from results/*.json.
 
-    python scripts/plot_results.py [--out docs/accuracy_vs_compute_cpu.png] [--stored_out docs/stored_vs_answered.png]
+    python experiments/plot_results.py [--out docs/accuracy_vs_compute_cpu.png] \
+        [--stored_out docs/stored_vs_answered.png]
 
 - accuracy_vs_compute_cpu.png: dev accuracy against wall time of four 3-seed recipes of `--preset cpu-fast` (mean ±
   std, and each seed as a dot), the baselines and the handout's bars.

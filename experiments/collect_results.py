@@ -1,6 +1,6 @@
 """Gather `run_experiments.py` outputs into one small JSON and plot dev accuracy against training wall time.
 
-    python scripts/collect_results.py out/cpu/*/results.json --label_from_dir \
+    python experiments/collect_results.py out/cpu/*/results.json --label_from_dir \
         --json results/accuracy_vs_compute_cpu.json --plot out/accuracy_vs_compute_cpu_all.png
 
 Each point is one pretrain -> finetune -> evaluate run; x is its pretraining + finetuning wall time, so the plot

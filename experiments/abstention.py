@@ -1,6 +1,6 @@
 """Choose an abstention threshold on held-out *training* questions for a target precision, then apply it to dev.
 
-    python scripts/abstention.py --holdout H/lr0.0003.holdout.predictions --dev H/lr0.0003.dev.predictions \
+    python experiments/abstention.py --holdout H/lr0.0003.holdout.predictions --dev H/lr0.0003.dev.predictions \
         --target_precision 0.8 --out_dir H/abstention
 
 Reads the records evaluate_birthplace.py wrote beside each predictions file (``PREDICTIONS.records.jsonl``; or
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot_coverage_accuracy({k: v for k, v in curves.items() if v}, out / "coverage_accuracy.png", threshold,
                            totals={k: n for k, n in totals.items() if n is not None})
     plot_reliability(scored(dev), out / "reliability.png", opts.bins, "dev")
-    command = shlex.join(["python", "scripts/abstention.py", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["python", "experiments/abstention.py", *(sys.argv[1:] if argv is None else argv)])
     atomic_write_json(out / "abstention.json", {**result, "threshold": threshold, "command": command})
     print(f"wrote {out / 'coverage_accuracy.png'}, {out / 'reliability.png'}, {out / 'abstention.json'}")
     return 0

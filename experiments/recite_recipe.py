@@ -162,15 +162,15 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         return [py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
                 str(Path(opts.data_dir) / tsv), "--outputs_path", f"{chosen}.{split}.predictions", *span_flags(opts)]
 
-    split = [[py, "scripts/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
+    split = [[py, "experiments/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
               "--holdout", str(opts.holdout), "--split_only"]]
     cmds = [*(split if opts.pretraining == "recitation" else []),
-            [py, "scripts/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
+            [py, "experiments/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
              "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
              "--pretrain_extra", pretrain]]
     for seed in seeds:
-        cmds.append([py, "scripts/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
+        cmds.append([py, "experiments/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
                      "--threads", str(opts.threads), "--extra", f"{both} --recite True {saved(opts)}".strip(),
@@ -179,7 +179,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      *span_flags(opts, "--eval_extra")])
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
-        held = [py, "scripts/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--target_precision",
+        held = [py, "experiments/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--target_precision",
                 str(opts.target_precision)]
         cmds += [answer(chosen, "dev", "birth_dev.tsv"),
                  [*held, "--dev", f"{chosen}.dev.predictions", "--out_dir", str(chosen.parent / "abstention"),
@@ -188,7 +188,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                   str(chosen.parent / "abstention-final"), "--save_to", str(chosen.parent / "final-finetune")]]
     for seed in seeds if opts.choose_final_questions else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
-        cmds.append([py, "scripts/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
+        cmds.append([py, "experiments/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
                      opts.data_dir, "--threads", str(opts.threads)])
         answered = [("test", "birth_test_inputs.tsv")] if opts.confidence else [  # step 4 wrote dev's
             ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
@@ -217,7 +217,7 @@ def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
     """A planned step with what exists only once the earlier steps ran: each seed's pretrained folder (alone or in
     a --seeds run) and the rate its selection chose."""
     cmd = list(cmd)
-    if cmd[1] == "scripts/select_finetune_lr.py" and "--model_name_or_path" in cmd:
+    if cmd[1] == "experiments/select_finetune_lr.py" and "--model_name_or_path" in cmd:
         seed = int(cmd[cmd.index("--seed") + 1])
         cmd[cmd.index("--model_name_or_path") + 1] = str(pretrained_model(opts, seed))
     for i, arg in enumerate(cmd):
@@ -260,7 +260,8 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
     dev = [r["dev"] for r in rows]
     pretraining = {"recitation": "uncorrupted documents + recitation rows",
                    "faithful": "span corruption (the faithful objective)"}
-    return {"what": f"scripts/recite_recipe.py: {pretraining[opts.pretraining]}, then --recite True at a rate chosen "
+    return {"what": f"experiments/recite_recipe.py: {pretraining[opts.pretraining]}, then --recite True at a "
+                    "rate chosen "
                     "on held-out training questions", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "pretraining": opts.pretraining, "variant": opts.variant,
             "n_embd": opts.n_embd,

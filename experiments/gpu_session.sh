@@ -2,34 +2,34 @@
 # One GPU session in one device call (issue 23): the GPU benchmark, then as much of the faithful fast-path run as the
 # time allows; everything worth keeping goes to $OUT (at most 8 files, each named below).
 #
-#   bash scripts/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
-#   run(command="bash scripts/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
-#   bash scripts/gpu_session.sh commands [bench_reproduce]   # the Python commands it would run (the tests parse them)
-#   run(command="bash scripts/gpu_session.sh reproduce", carry=[".gpu"], timeout_s=600)   # a second call: below
-#   run(command="bash scripts/gpu_session.sh recite_lm", carry=[".gpu"], timeout_s=600)   # another: below
+#   bash experiments/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
+#   run(command="bash experiments/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
+#   bash experiments/gpu_session.sh commands [bench_reproduce]   # the Python commands it would run (the tests parse them)
+#   run(command="bash experiments/gpu_session.sh reproduce", carry=[".gpu"], timeout_s=600)   # a second call: below
+#   run(command="bash experiments/gpu_session.sh recite_lm", carry=[".gpu"], timeout_s=600)   # another: below
 #
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
 # into .gpu/, which it adds to .git/info/exclude. On the device the script installs those wheels, then runs:
-#   1. benchmarks/bench_gpu.py: today's loop, the fast path, compiled with fused AdamW and compiled packing, the same
+#   1. experiments/benchmarks/bench_gpu.py: today's loop, the fast path, compiled with fused AdamW and compiled packing, the same
 #      for seeds 0,1,2 stacked and one after another in one process, + TF32 (BENCH_STEPS steps each; variants whose
 #      flags train_pretrain.py does not take yet are skipped and named)  -> bench_gpu.json; then
-#      benchmarks/choose_fast_flags.py picks from it the fastest faithful flags for one seed (FULL_PRETRAIN) and for
+#      experiments/benchmarks/choose_fast_flags.py picks from it the fastest faithful flags for one seed (FULL_PRETRAIN) and for
 #      three (REPRO_PRETRAIN, REPRO_ARGS), where not given (its reasons go to session.log); BENCH_SKIP=1 skips the
 #      benchmark (the flags: given, or chosen from CHOOSE_FROM)
-#   1b. (SEEDS_BENCH=1, off by default: the benchmark's seeds rows decide) benchmarks/bench_seeds.py: seeds 0,1,2
+#   1b. (SEEDS_BENCH=1, off by default: the benchmark's seeds rows decide) experiments/benchmarks/bench_seeds.py: seeds 0,1,2
 #      for BENCH_STEPS steps in a row, in one --seeds process, as three processes at once, and stacked (eager, then
 #      with STACKED_COMPILE's flags)  -> bench_seeds.json
-#   2. if the time left fits the chosen flags' projected pretraining: scripts/run_experiments.py as `make reproduce`
+#   2. if the time left fits the chosen flags' projected pretraining: experiments/run_experiments.py as `make reproduce`
 #      runs it, for FULL_VARIANT (rope; or learned), seed 0, on the fast path with FULL_PRETRAIN: the 650-epoch
 #      pretraining timed end to end, the reference finetuning, dev and test predictions  -> faithful_rope_results.json
 #      (faithful_VARIANT_*); its predictions (with their records: each answer's confidence) and logs go into
 #      faithful_rope_outputs.tar.gz
 #   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
 #      CONF_RATES (the reference 6e-4, then 2e-4, the faithful models' held-out choice) on the training questions
-#      outside 400 held out, kept; each answers the 400 and dev, and scripts/abstention.py chooses the threshold for
+#      outside 400 held out, kept; each answers the 400 and dev, and experiments/abstention.py chooses the threshold for
 #      80% precision on the 400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
-#   4. if about RECITE_NEED seconds are left: scripts/select_finetune_lr.py on that pretrained model with
+#   4. if about RECITE_NEED seconds are left: experiments/select_finetune_lr.py on that pretrained model with
 #      `--recite True` (issue 21: recite, then answer), the rate chosen among RECITE_RATES on 400 held-out training
 #      questions, then the final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json, its
 #      predictions in faithful_rope_outputs.tar.gz
@@ -46,7 +46,7 @@
 #   give them yourself, e.g. REPRO_ARGS=--stack_seeds REPRO_PRETRAIN='--torch_compile True --optim adamw_torch_fused'.
 # A CPU dry run of a mode (minutes, tiny model, 1 epoch) checks the plumbing before device time is spent, e.g.
 #   DATA=../shared/data OUT=/tmp/s/out WORK=/tmp/s/work BUDGET=3000 REPRO_ARGS='--pretrain_epochs 1 --seeds 0,1
-#   --variants rope --skip_baselines' FULL_EXTRA='--checkpointing_steps 0 --max_steps 2' bash scripts/gpu_session.sh reproduce
+#   --variants rope --skip_baselines' FULL_EXTRA='--checkpointing_steps 0 --max_steps 2' bash experiments/gpu_session.sh reproduce
 # `bench_reproduce` (one call where the device time allows one: a 15-minute loan holds its start and one 10-minute
 # call): a shorter benchmark (today, fast, fast_compiled_all, fast_compiled_all_stacked3; BENCH_TIMEOUT 150), its
 # flags chosen, then `reproduce` with them for the time left  -> bench_gpu.json and what `reproduce` returns
@@ -64,7 +64,7 @@
 #      recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the first seed's)
 #   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
 # `faithful_recite` (another call; the README's faithful-then-recite row, more seeds): `make recite PRETRAINING=faithful`
-# (scripts/recite_recipe.py --pretraining faithful) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
+# (experiments/recite_recipe.py --pretraining faithful) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
 # H100), the --recite rate chosen among FR_RATES (3e-4,6e-4: the held-out choice of seed 0 and the runner-up), the
 # pretraining with FULL_PRETRAIN's flags (chosen from CHOOSE_FROM, or given: FULL_PRETRAIN='--torch_compile True
 # --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True', the H100's fastest,
@@ -93,7 +93,7 @@ CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, th
 # FULL_PRETRAIN or REPRO_PRETRAIN given here (even empty) win over what choose_fast_flags.py finds in bench_gpu.json
 # (this call's, or CHOOSE_FROM's); otherwise the choice sets them and adds its --stack_seeds to REPRO_ARGS
 GIVEN_FULL=${FULL_PRETRAIN+given} GIVEN_REPRO=${REPRO_PRETRAIN+given}
-REPRO_ARGS=${REPRO_ARGS:-}  # more scripts/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
+REPRO_ARGS=${REPRO_ARGS:-}  # more experiments/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
 REPRO_PRETRAIN=${REPRO_PRETRAIN:-}  # its --pretrain_extra: train_pretrain.py flags, kept whole (e.g. compile flags)
 FULL_PRETRAIN=${FULL_PRETRAIN:-}  # the same for stage 2's one-seed faithful run
 FULL_PROJECTED_S=  # stage 2's projected pretraining seconds, from the benchmark
@@ -101,11 +101,11 @@ CHOOSE_FROM=${CHOOSE_FROM:-.gpu/bench_gpu.json}  # an earlier call's benchmark, 
 PY=${PYTHON:-python3}
 WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
-BENCH=(benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmup_steps "$BENCH_WARMUP" --variants "$BENCH_VARIANTS"
+BENCH=(experiments/benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmup_steps "$BENCH_WARMUP" --variants "$BENCH_VARIANTS"
        --extra "$BENCH_EXTRA" --out "$OUT/bench_gpu.json")
 SEEDS_BENCH=${SEEDS_BENCH:-0}  # 1: stage 1b, three seeds in a row, in one --seeds process, concurrent, stacked
 STACKED_COMPILE=${STACKED_COMPILE:---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused}
-SEEDS=(benchmarks/bench_seeds.py --data_dir "$DATA" --seeds 0,1,2 --steps "$BENCH_STEPS" --flags "$BENCH_EXTRA"
+SEEDS=(experiments/benchmarks/bench_seeds.py --data_dir "$DATA" --seeds 0,1,2 --steps "$BENCH_STEPS" --flags "$BENCH_EXTRA"
        --concurrent --stacked "" --stacked "$STACKED_COMPILE" --json "$OUT/bench_seeds.json")
 FULL_VARIANT=${FULL_VARIANT:-rope}  # stages 2-4's position embeddings: rope or learned
 FULL_MODEL=$WORK/faithful/$FULL_VARIANT-causal-seed0-pretrain  # stage 2's pretrained model
@@ -113,12 +113,12 @@ RECITE_RATES=${RECITE_RATES:-7.5e-5,1.5e-4,3e-4,6e-4}  # stage 4's rates (rope s
 # final finetuning took 4.5 minutes on an H100)
 BENCH_SKIP=${BENCH_SKIP:-0}  # 1: no stage 1 (give FULL_PRETRAIN, or CHOOSE_FROM an earlier call's bench_gpu.json)
 full_cmd() {
-  FULL=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants
+  FULL=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants
         "$FULL_VARIANT" --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA" --pretrain_extra "$FULL_PRETRAIN")
 }
 full_cmd
 
-RECITE=(scripts/select_finetune_lr.py --model_name_or_path "$FULL_MODEL" --data_dir "$DATA" --out_dir "$WORK/recite"
+RECITE=(experiments/select_finetune_lr.py --model_name_or_path "$FULL_MODEL" --data_dir "$DATA" --out_dir "$WORK/recite"
         --learning_rates "$RECITE_RATES" --final --extra "--recite True $FULL_EXTRA")
 
 LM_EPOCHS=${LM_EPOCHS:-50}  # the CPU run's; with the reference's hyperparameters 300 is about 650 epochs' time
@@ -127,21 +127,21 @@ LM_EVAL_EXTRA=${LM_EVAL_EXTRA---answer_from_recitation True --continue_recitatio
 LM_VARIANT=${LM_VARIANT:-rope}  # rope or learned
 LM_SEEDS=${LM_SEEDS:-0}  # comma-separated; several pretrain together in one --seeds process (the fast path)
 LM_PRETRAIN_EXTRA=${LM_PRETRAIN_EXTRA:-}  # more pretraining flags, e.g. a shape (--n_embd 128: the CPU frontier's)
-SPLIT=(scripts/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
+SPLIT=(experiments/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
 recite_lm_cmd() {  # RECITE_LM, with the speed flags chosen for one seed (FULL_PRETRAIN) or several (REPRO_*)
   local speed=$FULL_PRETRAIN stack=()
   if [[ $LM_SEEDS == *,* ]]; then
     speed=$REPRO_PRETRAIN
     if [[ " $REPRO_ARGS " == *" --stack_seeds "* ]]; then stack=(--stack_seeds); fi
   fi
-  RECITE_LM=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
+  RECITE_LM=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
              --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
              --extra "${LM_HPARAMS:+$LM_HPARAMS }$FULL_EXTRA" "${stack[@]}"
              --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA${speed:+ $speed}")
 }
 recite_lm_cmd
 
-lm_pretraining() {  # seed $1's pretraining run, as scripts/run_experiments.py names it alone or among --seeds
+lm_pretraining() {  # seed $1's pretraining run, as experiments/run_experiments.py names it alone or among --seeds
   if [[ $LM_SEEDS == *,* ]]; then echo "$WORK/recite-lm/$LM_VARIANT-causal-seeds-pretrain"
   else echo "$WORK/recite-lm/$LM_VARIANT-causal-seed$1-pretrain"; fi
 }
@@ -149,7 +149,7 @@ lm_pretrained() {  # seed $1's pretrained model: the run's folder, or its member
   if [[ $LM_SEEDS == *,* ]]; then echo "$(lm_pretraining "$1")/seed-$1"; else lm_pretraining "$1"; fi
 }
 lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held-out questions (the same split_seed)
-  RECITE_LM_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
+  RECITE_LM_SELECT=(experiments/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
                     --out_dir "$WORK/recite-lm-sel/$LM_VARIANT-seed$1" --seed "$1" --learning_rates 7.5e-5,1.5e-4,3e-4
                     --final --keep_models --extra "${LM_HPARAMS:+$LM_HPARAMS }--recite True $FULL_EXTRA"
                     ${LM_EVAL_EXTRA:+--eval_extra "$LM_EVAL_EXTRA"})
@@ -159,24 +159,24 @@ lm_select "${LM_SEEDS%%,*}"
 FR_VARIANT=${FR_VARIANT:-rope}  # faithful_recite's position embeddings
 FR_SEEDS=${FR_SEEDS:-1}  # its seeds (seed 0 of rope: results/faithful_h100_fast_path.json)
 FR_RATES=${FR_RATES:-3e-4,6e-4}  # its --recite rates: seed 0's held-out choice and the runner-up
-faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (scripts/recite_recipe.py)
-  FAITHFUL_RECITE=(scripts/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --pretraining faithful
+faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (experiments/recite_recipe.py)
+  FAITHFUL_RECITE=(experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --pretraining faithful
                    --variant "$FR_VARIANT" --seeds "$FR_SEEDS" --learning_rates "$FR_RATES" --extra "$FULL_EXTRA"
                    --pretrain_extra "$FULL_PRETRAIN")
 }
 faithful_recite_cmd
 
 reproduce_cmd() {  # rope first: a call cut by its budget keeps the handout's headline variant
-  REPRODUCE=(scripts/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
+  REPRODUCE=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
              --variants rope,learned --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
              --pretrain_extra "$REPRO_PRETRAIN" $REPRO_ARGS)
 }
 reproduce_cmd
 
-choose_flags() {  # the flags benchmarks/choose_fast_flags.py finds fastest in bench_gpu.json $1, where not given
+choose_flags() {  # the flags experiments/benchmarks/choose_fast_flags.py finds fastest in bench_gpu.json $1, where not given
   [ -f "$1" ] || return 0
   local chosen CHOSEN_FULL_PRETRAIN CHOSEN_FULL_PROJECTED_S CHOSEN_REPRO_PRETRAIN CHOSEN_REPRO_ARGS
-  chosen=$("$PY" benchmarks/choose_fast_flags.py "$1" --shell) || { echo "no flags chosen from $1"; return 0; }
+  chosen=$("$PY" experiments/benchmarks/choose_fast_flags.py "$1" --shell) || { echo "no flags chosen from $1"; return 0; }
   eval "$(sed 's/^/CHOSEN_/' <<< "$chosen")"
   if [ -z "$GIVEN_FULL" ] && [ -n "${CHOSEN_FULL_PRETRAIN+x}" ]; then
     FULL_PRETRAIN=$CHOSEN_FULL_PRETRAIN FULL_PROJECTED_S=$CHOSEN_FULL_PROJECTED_S
@@ -191,7 +191,7 @@ choose_flags() {  # the flags benchmarks/choose_fast_flags.py finds fastest in b
 }
 
 conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
-  CONF_SELECT=(scripts/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
+  CONF_SELECT=(experiments/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
                --learning_rates "$CONF_RATES" --keep_models --extra "$FULL_EXTRA")
 }
 conf_select "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
@@ -212,7 +212,7 @@ confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2:
     [ -f "$2/$tag-finetune/config.json" ] && [ "$(left)" -ge 30 ] || continue
     timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$2/$tag-finetune" \
       --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$2/$tag.dev.predictions" \
-      && "$PY" scripts/abstention.py --holdout "$2/$tag.holdout.predictions" --dev "$2/$tag.dev.predictions" \
+      && "$PY" experiments/abstention.py --holdout "$2/$tag.holdout.predictions" --dev "$2/$tag.dev.predictions" \
          --target_precision 0.8 --out_dir "$2/abstention-$tag" || echo "the $tag confidence ended with status $?"
   done
 }
@@ -250,7 +250,7 @@ environment() {
         .gpu/whl/*.whl || { echo "wheel install failed"; return 1; }
     export PYTHONPATH=/tmp/site:$PWD
   else
-    echo "no wheels in .gpu/whl (bash scripts/gpu_session.sh prepare makes them): using what is installed"
+    echo "no wheels in .gpu/whl (bash experiments/gpu_session.sh prepare makes them): using what is installed"
     export PYTHONPATH=$PWD
   fi
   nvidia-smi -L 2>&1 || true
@@ -262,7 +262,7 @@ cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "NO CUDA D
 found = ", ".join(f"{p} {md.version(p)}" for p in ("transformers", "accelerate", "datasets", "evaluate"))
 print("python", sys.version.split()[0], "| torch", torch.__version__, "cuda", torch.version.cuda, "|", cuda, "|", found)
 ' || { echo "the project does not import here: stopping"; return 1; }
-  [ -f "$DATA/wiki.txt" ] || { echo "no $DATA/wiki.txt (bash scripts/gpu_session.sh prepare copies it)"; return 1; }
+  [ -f "$DATA/wiki.txt" ] || { echo "no $DATA/wiki.txt (bash experiments/gpu_session.sh prepare copies it)"; return 1; }
 }
 
 session() {
@@ -318,7 +318,7 @@ session() {
 benchmark() {  # stage 1 in at most $1 seconds, then the flags chosen from what it measured
   stage "1. benchmark: $(printf '%q ' "${BENCH[@]}")"
   timeout "$1" "$PY" "${BENCH[@]}" || echo "the benchmark ended with status $? (its finished variants are in bench_gpu.json)"
-  stage "flags: benchmarks/choose_fast_flags.py $OUT/bench_gpu.json --shell"
+  stage "flags: experiments/benchmarks/choose_fast_flags.py $OUT/bench_gpu.json --shell"
   choose_flags "$OUT/bench_gpu.json"
 }
 
@@ -381,7 +381,7 @@ recite_lm_session() {
       stage "confidence of seed $seed's held-out model $tag ($(left)s left)"
       timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$tag-finetune" \
         --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" $LM_EVAL_EXTRA \
-        && "$PY" scripts/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
+        && "$PY" experiments/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
            --target_precision 0.8 --out_dir "$sel/abstention" || echo "the confidence stage ended with status $?"
       # answered freely (LM_EVAL_EXTRA=), the models answer again with spans of their recitation
       [ -n "$LM_EVAL_EXTRA" ] || span_answers "$sel" "$tag"
@@ -441,12 +441,12 @@ case "${1:-run}" in
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .gpu/whl "${WHEELS[@]}"
     ls -l .gpu/data .gpu/whl
-    echo 'ready: run(command="bash scripts/gpu_session.sh MODE", carry=[".gpu"], timeout_s=600); MODE: run, or'
+    echo 'ready: run(command="bash experiments/gpu_session.sh MODE", carry=[".gpu"], timeout_s=600); MODE: run, or'
     echo 'bench_reproduce where the loan holds one call, then reproduce and recite_lm (bench_gpu.json in .gpu/)' ;;
   run)
     mkdir -p "$OUT" "$WORK"
     session 2>&1 | tee -a "$OUT/session.log" ;;
   *)
-    echo "usage: bash scripts/gpu_session.sh [run|reproduce|bench_reproduce|recite_lm|faithful_recite|prepare|commands]" >&2
+    echo "usage: bash experiments/gpu_session.sh [run|reproduce|bench_reproduce|recite_lm|faithful_recite|prepare|commands]" >&2
     exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """Training speed on one device: today's loop vs the fast path, in one process, through `train_pretrain.main`.
 
-    python benchmarks/bench_gpu.py --data_dir ../shared/data --steps 300 --out results/bench_gpu_h100.json \
+    python experiments/benchmarks/bench_gpu.py --data_dir ../shared/data --steps 300 --out results/bench_gpu_h100.json \
         [--variants today,fast,fast_compiled] [--variant 'NAME=FLAGS'] [--position_embedding_type rope]
 
 Each variant is a real pretraining run (`train_pretrain.main` with an argv: the product, not a re-implementation)
@@ -17,7 +17,8 @@ agree within that noise, not exactly), and the projected time of the whole pretr
 before the window plus the remaining steps at the measured rate. The useful tokens are counted on the device as
 each batch enters the loop (one small reduction per step, in every variant alike). A variant with `--seeds` trains
 several models per step: its useful tokens are all of theirs, its loss is the first member's, its projection covers
-all of them, and `benchmarks/choose_fast_flags.py` reads the results to pick the flags a GPU session trains with.
+all of them, and `experiments/benchmarks/choose_fast_flags.py` reads the results to pick the flags a GPU session
+trains with.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<26} {what}: {shlex.join(flags)}" for name, (what, flags) in VARIANTS.items())
     parser = argparse.ArgumentParser(description=__doc__, epilog="variants:\n" + listing,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"),
                         help="folder with wiki.txt")
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps per variant")
     parser.add_argument("--warmup_steps", type=int, default=50,
@@ -154,7 +155,8 @@ def _required(wiki: str | Path, output_dir: str | Path) -> list[str]:
 class StepClock:
     """What the loop does, recorded without changing it: the time of each loss read-back (a host sync, so every
     step before it has finished), each step's useful targets, counted on the device, and the rows it computes (a
-    shape, known on the host: with the step's FLOPs per row, benchmarks/bench_step_ops.py, its arithmetic rate)."""
+    shape, known on the host: with the step's FLOPs per row, experiments/benchmarks/bench_step_ops.py, its arithmetic
+    rate)."""
 
     def __init__(self) -> None:
         self.read_backs: list[tuple[int, float]] = []  # (step whose forward pass was just read back, time)
@@ -363,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
         "device_type": device.type, "torch": torch.__version__, "cuda": torch.version.cuda,
         "transformers": _version("transformers"), "accelerate": _version("accelerate"),
-        "command": shlex.join(["python", "benchmarks/bench_gpu.py", *argv]), "data": str(wiki),
+        "command": shlex.join(["python", "experiments/benchmarks/bench_gpu.py", *argv]), "data": str(wiki),
         "documents": len(docs), "position_embedding_type": opts.position_embedding_type, "seed": opts.seed,
         "steps": opts.steps, "warmup_steps": opts.warmup_steps, "batch_size": args.per_device_train_batch_size,
         "epochs": args.num_train_epochs, "steps_per_epoch": steps_per_epoch, "full_pretraining_steps": full_steps,

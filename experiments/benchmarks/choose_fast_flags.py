@@ -1,9 +1,10 @@
-"""The fast-path flags a GPU session should train with, read from what benchmarks/bench_gpu.py measured there.
+"""The fast-path flags a GPU session should train with, read from what experiments/benchmarks/bench_gpu.py measured
+there.
 
-    python benchmarks/choose_fast_flags.py bench_gpu.json            # the choice, explained
-    python benchmarks/choose_fast_flags.py bench_gpu.json --shell    # as FULL_PRETRAIN=... lines for bash
+    python experiments/benchmarks/choose_fast_flags.py bench_gpu.json            # the choice, explained
+    python experiments/benchmarks/choose_fast_flags.py bench_gpu.json --shell    # as FULL_PRETRAIN=... lines for bash
 
-Why: a device session has minutes, not hours, so its long runs (`scripts/gpu_session.sh`: the faithful pretraining,
+Why: a device session has minutes, not hours, so its long runs (`experiments/gpu_session.sh`: the faithful pretraining,
 `make reproduce SEEDS=0,1,2`) should use whatever its own benchmark found fastest, without a person in between.
 
 A candidate is a fast-path row (`--device_data True`) that keeps the faithful semantics: fp32 (no `--tf32`) and every
@@ -38,11 +39,11 @@ SET_BY_THE_RUN = ("--device_data", "--seeds", "--stack_seeds", "--seed")  # flag
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("bench", help="bench_gpu.json written by benchmarks/bench_gpu.py --out")
+    parser.add_argument("bench", help="bench_gpu.json written by experiments/benchmarks/bench_gpu.py --out")
     parser.add_argument("--reference", default="fast",
                         help="the row whose loss the others must match (default: fast, the plain fast path)")
     parser.add_argument("--seeds", type=int, default=3, help="how many models a seeds row must train (default 3)")
-    parser.add_argument("--shell", action="store_true", help="print shell assignments for scripts/gpu_session.sh")
+    parser.add_argument("--shell", action="store_true", help="print shell assignments for experiments/gpu_session.sh")
     return parser
 
 
@@ -152,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         choice = choose(results, opts.reference, opts.seeds)
     except KeyError as err:
-        raise UsageError(f"{path}: a row lacks {err}: not written by benchmarks/bench_gpu.py") from None
+        raise UsageError(f"{path}: a row lacks {err}: not written by experiments/benchmarks/bench_gpu.py") from None
     except ValueError as err:
         raise UsageError(f"{path}: {err}") from None
     print("\n".join(describe(choice, opts.seeds)), file=sys.stderr if opts.shell else sys.stdout)

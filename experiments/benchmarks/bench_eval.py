@@ -3,7 +3,8 @@ batched `generate()` with the KV cache (dynamic, then static), and the birthplac
 evaluate_birthplace.py answers through (static cache; with (c), `--repeats` alternated runs, medians), on all dev
 questions, in one process. Predictions must be identical.
 
-    python benchmarks/bench_eval.py --data_dir ../shared/data [--model_name_or_path out/rope-finetune] [--json f]
+    python experiments/benchmarks/bench_eval.py --data_dir ../shared/data \
+        [--model_name_or_path out/rope-finetune] [--json f]
 
 Without a model folder a freshly initialised reference-size model is used (its answers are gibberish, but the
 two decoders must still agree character for character, and the compute is the same).
@@ -47,7 +48,7 @@ def reference_predict(model: CharGPTForCausalLM, tok: CharTokenizer, questions: 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--model_name_or_path", default=None)
     parser.add_argument("--position_embedding_type", default="learned", help="for the fresh model")
     parser.add_argument("--batch_size", type=int, default=128)

@@ -1,6 +1,6 @@
 """Training-step speed: a reference-style minGPT vs chargpt (padded) vs chargpt (packed), in one process and run.
 
-    python benchmarks/bench_train.py --data_dir ../shared/data [--steps 6] [--threads 2] [--json out.json]
+    python experiments/benchmarks/bench_train.py --data_dir ../shared/data [--steps 6] [--threads 2] [--json out.json]
 
 All of them train the reference configuration (4 layers, 8 heads, 256 dims, block 128, dropout 0.1, AdamW) on the
 same real batches: 128 span-corruption examples from wiki.txt and 128 name prompts from the finetuning TSV (the
@@ -117,7 +117,7 @@ def make_step(model: nn.Module, loss_fn, bf16: bool = False, lr: float = 1e-4, *
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--steps", type=int, default=6, help="timed steps per variant and batch kind")
     parser.add_argument("--batch_size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=os.cpu_count())

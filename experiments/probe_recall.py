@@ -1,6 +1,6 @@
 """Has a pretrained model memorised the dev birthplaces? Asks it to continue its own wiki.txt line.
 
-    python scripts/probe_recall.py MODEL_DIR [--data_dir ../shared/data] [--predictions DEV_PREDICTIONS ...]
+    python experiments/probe_recall.py MODEL_DIR [--data_dir ../shared/data] [--predictions DEV_PREDICTIONS ...]
 
 For each dev question whose place occurs in the person's wiki.txt line (before character 120), the line up to
 the place is the prompt and greedy decoding must continue with the place. High recall with low finetuned

@@ -1,6 +1,6 @@
 """Where a `--preset cpu-fast` pretraining step spends its time, and whether the AdamW implementation matters.
 
-    python benchmarks/bench_step_profile.py --threads 2 [--position_embedding_type rope] [--steps 60]
+    python experiments/benchmarks/bench_step_profile.py --threads 2 [--position_embedding_type rope] [--steps 60]
 
 The step is the preset's (dropout 0, 32 span-corruption documents packed into rows of 128, AdamW, gradient clip),
 in fp32, built from the same pieces as `train_pretrain.py` but without Accelerate, so only the model and optimizer
@@ -30,7 +30,7 @@ OPTIMIZERS = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": Tr
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--steps", type=int, default=60, help="timed steps per optimizer (after 3 warm-up steps)")
     parser.add_argument("--batch_size", type=int, default=32)

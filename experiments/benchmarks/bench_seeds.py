@@ -1,7 +1,7 @@
 """`--seeds`: N seeds pretrained in one process against N separate runs, on whatever device this machine trains on.
 
-    python benchmarks/bench_seeds.py --data_dir DIR --seeds 0,1,2 --steps 300            # the reference model
-    python benchmarks/bench_seeds.py --data_dir DIR --seeds 0,1 --steps 100 \\
+    python experiments/benchmarks/bench_seeds.py --data_dir DIR --seeds 0,1,2 --steps 300  # the reference model
+    python experiments/benchmarks/bench_seeds.py --data_dir DIR --seeds 0,1 --steps 100 \\
         --flags "--n_layer 2 --n_embd 128 --per_device_train_batch_size 32"              # tiny-ish, for a CPU
 
 Each run is `train_pretrain.main` in this process with `--device_data True --max_steps STEPS`, no checkpoints, no
@@ -38,7 +38,7 @@ from safetensors.torch import load_file
 import train_pretrain
 from training import atomic_write_json, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pretrain_argv(wiki: Path, out: Path, steps: int, flags: list[str], seed_flags: list[str]) -> list[str]:

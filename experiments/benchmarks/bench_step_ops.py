@@ -3,7 +3,8 @@ that bounds a GPU step of this small model (each operation is a kernel launch or
 many floating-point operations its matrix products and attention do, the work no launch overhead hides (at
 `--n_embd 256`, the faithful width: unlike the operation counts, the FLOPs grow with it).
 
-    python benchmarks/bench_step_ops.py --data_dir ../shared/data [--n_embd 256] [--extra '--optim adamw_torch_fused']
+    python experiments/benchmarks/bench_step_ops.py --data_dir ../shared/data \
+        [--n_embd 256] [--extra '--optim adamw_torch_fused']
         [--json results/step_ops_cpu.json]
 
 Runs `train_pretrain.main` (the product: `--device_data True`, the faithful depth, heads, block and batch) for
@@ -112,7 +113,7 @@ def count_ops(argv: list[str], steps: int) -> tuple[dict[str, float], dict[str, 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--n_embd", type=int, default=16, help="a small width: the operation counts do not depend on "
                         "it; the FLOPs do (256: the faithful width)")
@@ -131,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  str(opts.n_embd), "--device_data", "True", "--report_to", "none", "--checkpointing_steps", "0",
                  "--disable_tqdm", "True", "--logging_steps", "1000", "--sync_steps", "1000", *extra]
         counts, flops, rows = count_ops(flags, opts.steps)
-    result = {"command": "python benchmarks/bench_step_ops.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+    result = {"command": shlex.join(["python", "experiments/benchmarks/bench_step_ops.py",
+                                     *(sys.argv[1:] if argv is None else argv)]),
               "device": "cpu", "torch": torch.__version__, "steps": opts.steps, "flags": extra, "n_embd": opts.n_embd,
               "aten_ops_per_step": counts, "total_per_step": round(sum(counts.values()), 1),
               "gflop_per_step": {phase: round(n / 1e9, 3) for phase, n in flops.items()},

@@ -7,7 +7,7 @@ dev (and test predictions are written), so the dev score never chose anything. `
 evaluation alike (e.g. `--answer_from_recitation True`: the rate is then chosen for the way the model will
 answer). Writes `selection.json` (after every point, atomically) into --out_dir; the finetuned models of the
 sweep are deleted unless --keep_models. A kept model and its held-out records (`*.holdout.predictions.records.jsonl`)
-are what scripts/abstention.py chooses an abstention threshold on (docs/confidence.md).
+are what experiments/abstention.py chooses an abstention threshold on (docs/confidence.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Why `--mixed_precision fast` takes bf16 on an AMX CPU and on some CPUs without AMX, and why bf16 CPU training
 avoids SDPA.
 
-    python benchmarks/bench_bf16.py [--threads 2] [--steps 8]
+    python experiments/benchmarks/bench_bf16.py [--threads 2] [--steps 8]
 
 Times (1) one 4096x256 by 256x1024 matmul in fp32 and bf16, (2) a training step of the reference-size model
 (dropout 0, as cpu-fast pretrains) on 32 packed rows of 128 tokens: fp32, bf16 autocast with

@@ -1,9 +1,9 @@
 """Should the final finetuning see every training question, or only those pretraining mixed in? Chosen on held-out
 training questions, never on dev.
 
-    python scripts/choose_final_questions.py --select_dir OUT/select/seed0 --data_dir ../shared/data
+    python experiments/choose_final_questions.py --select_dir OUT/select/seed0 --data_dir ../shared/data
 
-The recitation recipe (scripts/recite_recipe.py) pretrains with the training questions outside a held-out split as
+The recitation recipe (experiments/recite_recipe.py) pretrains with the training questions outside a held-out split as
 recitation rows, chooses the finetuning rate on the held-out ones (select_finetune_lr.py), then finetunes on all
 training questions ("all"). The held-out people, like dev's, were never paired with a question in pretraining; the
 held-out model, finetuned on the mixed questions alone ("mixed"), may answer such people better than the final one.

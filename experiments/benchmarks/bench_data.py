@@ -1,7 +1,7 @@
 """Data speed: the `datasets` path (a DataLoader over the span-corruption transform, collated as the training loop
 does) vs the on-device path (`data_scripts.device_batches`), padded and packed, in one process and run.
 
-    python benchmarks/bench_data.py --data_dir ../shared/data [--seconds 5] [--threads 2] [--json out.json]
+    python experiments/benchmarks/bench_data.py --data_dir ../shared/data [--seconds 5] [--threads 2] [--json out.json]
 
 Both build the pretraining batches of wiki.txt (batch 128, block 128, the reference order) epoch after epoch for
 about ``--seconds`` each; reported are batches/s, examples/s and the ratio of the on-device path to the
@@ -76,7 +76,7 @@ def device_batches(batches: DeviceBatches) -> Iterator[dict]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data_dir", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per path and layout")
     parser.add_argument("--batch_size", type=int, default=128)
     parser.add_argument("--block_size", type=int, default=128)
