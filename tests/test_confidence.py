@@ -35,10 +35,10 @@ from evaluation.record_files import (
     write_records,
 )
 from evaluation.records import build_records
+from experiments import abstention
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer, answering
 from modeling_chargpt.answering import AnswerScore, score_answers
 from modeling_chargpt.grounding import WikiIndex
-from scripts import abstention
 from training import run_cli
 
 MAX_NEW = 8

@@ -546,7 +546,7 @@ def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch
     def recipe(command: str) -> dict:
         """What recite_recipe.py's own parser reads from `command`, but where the data, the output and which model
         go."""
-        words = shlex.split(command.split("experiments/recite_recipe.py ", 1)[1])
+        words = shlex.split(command.split("recite_recipe.py ", 1)[1])  # scripts/ when it was run
         return {k: v for k, v in vars(parser.parse_args(words)).items()
                 if k not in ("data_dir", "out_dir", "seeds", "variant")}
 

@@ -204,8 +204,9 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     shows, its
     answers identical to the evaluation's, coverage and precision at the threshold saved in the folder."""
     import shutil
+    import sys
 
-    from processes import run_script
+    from processes import ROOT, run_concurrently, run_script, user_env
 
     folder = tmp_path / "model"
     shutil.copytree(models["recite"], folder)
@@ -220,15 +221,19 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     config["answering"]["abstain_below"] = threshold
     (folder / "config.json").write_text(json.dumps(config))
     out = tmp_path / "pipeline.json"
-    assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(folder), "--data_dir", str(world),
-                                                         "--predictions", str(preds), "--json", str(out)]) == 0
+    # its own process: trust_remote_code registers the folder's copy of the model with the Auto classes, which
+    # other tests of this worker must not inherit
+    proc, = run_concurrently([[sys.executable, "experiments/benchmarks/measure_pipeline.py", "--model", str(folder),
+                               "--data_dir", str(world), "--predictions", str(preds), "--json", str(out)]],
+                             cwd=ROOT, env=user_env(HF_HOME=str(tmp_path / "hf")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(out.read_text())
     dev = found["dev"]
     answered = [r for r in records if r["confidence"] >= threshold]
     assert found["differ_from_evaluation"] == 0 and found["answering"]["abstain_below"] == threshold
     assert (dev["total"], dev["correct"]) == (10, sum(r["correct"] for r in records))
     assert (dev["answered"], dev["answered_correct"]) == (len(answered), sum(r["correct"] for r in answered))
-    assert dev["coverage"] == 10 * len(answered) and "at its saved threshold" in capsys.readouterr().out
+    assert dev["coverage"] == 10 * len(answered) and "at its saved threshold" in proc.stdout
     assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
                                                          "--json", str(out)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")
