@@ -35,12 +35,18 @@ def _percent(probability: float) -> str:
     return f"{100 * probability:.0f}%" if probability >= 0.005 else "<1%"
 
 
+def _exact(probability: float) -> str:
+    """'12%', or '3.1e-09' where a percentage would hide the difference (a reciting model's threshold is a
+    probability of its whole recitation: often far below 1%)."""
+    return _percent(probability) if probability >= 0.005 else f"{probability:.2g}"
+
+
 def describe(result: dict, threshold: float | None) -> list[str]:
     """What a person reads for one answer: the question and the answer (or "I don't know"), then its grounding."""
     sure = _percent(result["probability"])
     if result["abstained"]:
-        lines = [f"{result['question']}  ->  I don't know (its best guess, {result['answer']!r}, has {sure}; it "
-                 f"answers above {_percent(threshold)})"]
+        lines = [f"{result['question']}  ->  I don't know (its best guess, {result['answer']!r}, has "
+                 f"{_exact(result['probability'])}; it answers from {_exact(threshold)})"]
     else:
         lines = [f"{result['question']}  ->  {result['answer']}  ({sure} sure)"]
     if result.get("recitation"):

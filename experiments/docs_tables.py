@@ -547,7 +547,7 @@ def pipeline(results: Results) -> str:
                   "dev answered", "dev precision"],
                  [[f"{made['variant']}, 4 layers × {made['n_embd']} dims, {made['pretrain_epochs']} epochs, "
                    f"seed {seeds}",
-                   score(dev), f"{threshold:.3f} ({100 * chosen['holdout_precision']:.1f}%)",
+                   score(dev), f"{threshold:.3g} ({100 * chosen['holdout_precision']:.1f}%)",
                    f"{dev['coverage']:.1f}% ({dev['answered']}/{dev['total']})",
                    f"{dev['precision']:.1f}% ({dev['answered_correct']}/{dev['answered']})"]])
 

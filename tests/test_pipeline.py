@@ -182,6 +182,18 @@ def test_finetuning_flags_save_span_answers_without_a_preset(world, tmp_path, ca
         assert not (tmp_path / "never").exists()
 
 
+def test_chargpt_ask_shows_a_reciting_model_s_tiny_threshold_as_it_is():
+    """A reciting model's threshold is a probability of its whole recitation, often far below 1%: "I don't know"
+    names it and the guess's probability exactly, not both as "<1%"."""
+    from evaluation.ask import describe
+
+    result = {"question": "Where was Ann Lee born?", "answer": "Ann", "probability": 3.14e-9, "abstained": True}
+    assert describe(result, 1.034e-7) == ["Where was Ann Lee born?  ->  I don't know (its best guess, 'Ann', has "
+                                          "3.1e-09; it answers from 1e-07)"]
+    assert describe({**result, "probability": 0.7, "abstained": False}, 1.034e-7) == [
+        "Where was Ann Lee born?  ->  Ann  (70% sure)"]
+
+
 def test_a_folder_without_answering_settings_answers_the_reference_way_and_says_so(world, models, tmp_path, caplog):
     import shutil
 
