@@ -144,6 +144,10 @@ class TrainingArguments:
                   "member is its separate run in distribution, not bit for bit."},
     )
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many optimizer steps (-1: all epochs)."})
+    max_time_seconds: float = field(default=0.0, metadata={
+        "help": "Not in the reference: stop at the first loss read-back after this many seconds of this process's "
+                "training and save the model as it is, with a checkpoint that --resume_from_checkpoint latest goes on "
+                "from (0: no limit). A GPU call or a job with a time limit then always leaves a usable model."})
     checkpointing_steps: int = field(default=500, metadata={"help": "Save a resumable checkpoint every N steps."})
     save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept (oldest deleted)."})
     resume_from_checkpoint: str | None = field(
@@ -222,6 +226,8 @@ class TrainingArguments:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UsageError(f"--{name} must be at least 1, got {value}")
+        if not (math.isfinite(self.max_time_seconds) and self.max_time_seconds >= 0):
+            raise UsageError(f"--max_time_seconds must be a number of seconds, 0 or more, got {self.max_time_seconds}")
 
 
 def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTConfig:

@@ -154,7 +154,7 @@ def train(
     stop, interrupted = StopRequest().install(), False
     restore_precision = allow_tf32(args.tf32, accelerator.device)
     try:
-        while state.epoch < args.num_train_epochs and state.global_step < run.total_steps:
+        while not run.done():
             for batch in _epoch_batches(accelerator, loader_at(state.epoch), state, on_epoch_start):
                 n_examples = int(batch.pop("num_examples"))
                 sync = _syncs_at(state.global_step + 1, run.sync_steps, args.checkpointing_steps, run.total_steps)
@@ -169,7 +169,7 @@ def train(
                     run.checkpoint()
                 if stop.anywhere(accelerator):
                     raise KeyboardInterrupt
-                if state.global_step >= run.total_steps:
+                if state.global_step >= run.total_steps or run.out_of_time():
                     break
             else:  # a whole epoch (a run stopped by max_steps or at the end keeps its last epoch open)
                 state.end_epoch()
@@ -242,9 +242,27 @@ class _Run:
         self.save_epochs = {int(e) for e in args.save_epochs.split(",") if e.strip()}
         self.sync_steps = resolve_sync_steps(args.sync_steps, args.logging_steps, accelerator)
         self.window = LossWindow(args.output_dir, self.sync_steps, seeds)
+        self.timed_out = False
 
     def seconds(self) -> float:
         return self.seconds_before + time.perf_counter() - self.start
+
+    def out_of_time(self) -> bool:
+        """Whether `--max_time_seconds` of this process's training have passed, agreed by every process (all stop at
+        the same step, or the others would hang in the next reduce)."""
+        if self.args.max_time_seconds <= 0 or self.timed_out:
+            return self.timed_out
+        late = time.perf_counter() - self.start >= self.args.max_time_seconds
+        if self.accelerator.num_processes > 1:
+            flag = torch.tensor(float(late), device=self.accelerator.device)
+            late = self.accelerator.reduce(flag, reduction="sum").item() > 0
+        self.timed_out = late
+        return late
+
+    def done(self) -> bool:
+        state = self.state
+        return (state.epoch >= self.args.num_train_epochs or state.global_step >= self.total_steps
+                or self.timed_out)
 
     def flush(self) -> None:
         """Read back and report every loss still on the device: before saving, the weights must be checked."""
@@ -267,11 +285,16 @@ class _Run:
         self.progress.close()
         epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_this_epoch), 3)
         result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses, self.seconds(),
-                             interrupted)
+                             interrupted, stopped_at_time_limit=self.timed_out and state.global_step < self.total_steps)
         if not interrupted:
-            if args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps != 0:
-                self.checkpoint()
+            just_saved = args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps == 0
+            if (args.checkpointing_steps > 0 or result.stopped_at_time_limit) and not just_saved:
+                self.checkpoint()  # a run stopped at its time limit can always go on
             save_final(self.accelerator, self.model, self.tokenizer, args.output_dir, result, self.card)
+            if result.stopped_at_time_limit:
+                logger.warning("stopped at --max_time_seconds %g after step %d of %d: saved the model as it is in %s; "
+                               "--resume_from_checkpoint latest goes on", args.max_time_seconds, state.global_step,
+                               self.total_steps, args.output_dir)
         return result
 
 

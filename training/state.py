@@ -43,6 +43,7 @@ class TrainResult:
     losses: list[tuple[int, Loss]] = field(default_factory=list)
     train_seconds: float = 0.0
     interrupted: bool = False
+    stopped_at_time_limit: bool = False  # --max_time_seconds ended it before its last step
 
     def member(self, i: int) -> TrainResult:
         """Member `i`'s result in a `--seeds` run: its final loss and loss history, as its separate run reports."""
@@ -51,5 +52,6 @@ class TrainResult:
 
     def summary(self) -> dict:
         """What `train_results.json` and the model card report (the losses go to the JSON only)."""
-        return {"global_step": self.global_step, "epoch": self.epoch, "final_loss": self.final_loss,
-                "train_seconds": round(self.train_seconds, 1)}
+        summary = {"global_step": self.global_step, "epoch": self.epoch, "final_loss": self.final_loss,
+                   "train_seconds": round(self.train_seconds, 1)}
+        return {**summary, "stopped_at_time_limit": True} if self.stopped_at_time_limit else summary

@@ -1,4 +1,5 @@
-"""Ctrl-C as a request the training loop reads between steps."""
+"""Ctrl-C (and SIGTERM, what `timeout` and job schedulers send) as a request the training loop reads between
+steps."""
 
 from __future__ import annotations
 
@@ -18,17 +19,21 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: object = None
+        self._previous: list = []
         self._installed = False
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def install(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
-            self._previous, self._installed = signal.signal(signal.SIGINT, self._handle), True
+            self._previous = [signal.signal(signum, self._handle) for signum in self.SIGNALS]
+            self._installed = True
         return self
 
     def restore(self) -> None:
         if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
+            for signum, previous in zip(self.SIGNALS, self._previous, strict=True):
+                signal.signal(signum, previous)
             self._installed = False
 
     def _handle(self, signum: int, frame: object) -> None:
