@@ -249,3 +249,11 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
                                                          "--json", str(out)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")
+    bad = tmp_path / "results.json"
+    bad.write_text("{\n  oops\n")
+    for flags, start in ((["--predictions", str(tmp_path / "absent")], "error: "),
+                         (["--recipe_results", str(bad)], f"error: {bad}:2: not JSON")):
+        assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(folder), "--data_dir",
+                                                                        str(world), "--json", str(out), *flags]) == 1
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith(start) and "Traceback" not in last

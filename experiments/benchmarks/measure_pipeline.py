@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
 
-from data_scripts import load_qa_tsv
+from data_scripts import load_qa_tsv, read_text_file
 from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
 
 
@@ -51,11 +51,26 @@ def score(outputs: list[dict], gold: list[str]) -> dict:
             "precision": round(100 * sum(answered) / len(answered), 1) if answered else None}
 
 
+def recipe_of(path: str) -> dict:
+    """What recite_recipe.py's results.json says made the model (command, shape, epochs, per-seed record)."""
+    try:
+        made = json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
+    keys = ("command", "pretraining", "variant", "n_embd", "pretrain_epochs", "answer_from_recitation",
+            "continue_recitation", "seeds")
+    return {key: made.get(key) for key in keys}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
-    config, _ = check_chargpt_folder(opts.model)
+    config, _ = check_chargpt_folder(opts.model)  # every input checked before the model loads
     qa = load_qa_tsv(str(Path(opts.data_dir) / "birth_dev.tsv"))  # one line for a missing or damaged file
     questions, gold = list(qa["question"]), list(qa["answer"])
+    measured = read_text_file(opts.predictions).splitlines() if opts.predictions else None
+    if measured is not None and len(measured) != len(questions):
+        raise UsageError(f"--predictions {opts.predictions}: {len(measured)} lines for {len(questions)} questions")
+    made = recipe_of(opts.recipe_results) if opts.recipe_results else None
     from transformers import pipeline  # after the checks: a bad path costs no import time
 
     start = time.perf_counter()
@@ -70,26 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               "seconds": {"load": round(loaded, 1), "dev": round(seconds, 1)},
               "command": shlex.join(["python", "experiments/benchmarks/measure_pipeline.py",
                                      *(sys.argv[1:] if argv is None else argv)])}
-    threshold = record["answering"].get("abstain_below")
-    if opts.predictions:
-        measured = Path(opts.predictions).read_text(encoding="utf-8").splitlines()
-        if len(measured) != len(outputs):
-            raise UsageError(f"--predictions {opts.predictions}: {len(measured)} lines for {len(outputs)} questions")
+    if measured is not None:
         record["differ_from_evaluation"] = sum(a != out["answer"] for a, out in zip(measured, outputs, strict=True))
-    if opts.recipe_results:
-        made = json.loads(Path(opts.recipe_results).read_text(encoding="utf-8"))
-        record["recipe"] = {key: made.get(key) for key in ("command", "pretraining", "variant", "n_embd",
-                                                           "pretrain_epochs", "answer_from_recitation",
-                                                           "continue_recitation")}
-        record["recipe"]["seeds"] = made.get("seeds")
+    if made is not None:
+        record["recipe"] = made
     atomic_write_json(opts.json, record)
-    d = record["dev"]
+    d, threshold = record["dev"], record["answering"].get("abstain_below")
     at = (f"at its saved threshold {threshold:.3g}: answers {d['coverage']}% of dev, {d['precision']}% of those "
           "right" if threshold is not None else "no saved threshold: it answers everything")
     print(f"dev {d['accuracy']}% ({d['correct']}/{d['total']}) answering everything; {at}; {seconds:.0f} s")
     print(f"wrote {opts.json}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(run_cli(main))
