@@ -173,7 +173,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         cmds.append([py, "experiments/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
-                     "--threads", str(opts.threads), "--extra", f"{both} --recite True {saved(opts)}".strip(),
+                     "--threads", str(opts.threads), "--extra", " ".join([both, "--recite", "True", *span_flags(opts)]),
                      "--final",
                      *(["--keep_models"] if opts.confidence or opts.choose_final_questions else []),
                      *span_flags(opts, "--eval_extra")])
@@ -196,15 +196,9 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
     return cmds
 
 
-def saved(opts: argparse.Namespace) -> str:
-    """The span choices as finetuning flags: saved with every reciting model, so its pipeline answers as measured."""
-    return " ".join(f"--{name} True" for name in ("answer_from_recitation", "continue_recitation")
-                    if getattr(opts, name))
-
-
 def span_flags(opts: argparse.Namespace, wrap: str | None = None) -> list[str]:
-    """The evaluation flags of --answer_from_recitation and --continue_recitation (as the value of `wrap`, a script's
-    pass-through flag)."""
+    """The flags of --answer_from_recitation and --continue_recitation, which the evaluations and the finetuning (to
+    save them with the model) take alike (as the value of `wrap`, a script's pass-through flag)."""
     if not opts.answer_from_recitation:
         return []
     flags = ["--answer_from_recitation", "True"]
