@@ -7,16 +7,13 @@
 Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate, from scratch or from a
 pretrained model; `--preset` for named deviations); the cosine schedule spans 200 epochs of the pretraining corpus,
 as the reference's does. The vocabulary always comes from wiki.txt.
-Three opt-in deviations for a pretrained model: `--replay_pretraining` (span-corrupted wiki.txt documents in every
-finetuning epoch), `--freeze_parameters REGEX` (train only the other parameters) and `--recite True` (answer after
-reciting the person's wiki.txt line: data_scripts/recitation.py).
+One opt-in deviation: `--recite True` (answer after reciting the person's wiki.txt line: data_scripts/recitation.py).
 `--seeds 0,1,2 --device_data True` finetunes several seeds in one process (training/seeds.py), each from its own
 pretrained model when `--model_name_or_path` is a `train_pretrain.py --seeds` folder (its seed-S subfolders).
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,12 +23,10 @@ from transformers import HfArgumentParser
 
 from data_scripts import (
     EncodedExamples,
-    InterleavedDataset,
     load_pretrain_corpus,
     load_qa_tsv,
     name_prompt_dataset,
     recitation_dataset,
-    span_corruption_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from modeling_chargpt.answering import AnsweringSettings
@@ -68,18 +63,11 @@ class FinetuneDataArguments:
                   "train_pretrain.py --seeds output folder gives each seed S its own model (FOLDER/seed-S); a plain "
                   "model folder starts every seed from that one model."},
     )
-    replay_pretraining: bool = field(
-        default=False,
-        metadata={"help": "Replay (not in the reference): every finetuning epoch also trains on all wiki.txt "
-                  "documents, span-corrupted as in pretraining and spread evenly among the name prompts, so that "
-                  "finetuning keeps rehearsing what pretraining stored."},
-    )
     device_data: bool = field(
         default=False,
         metadata={"help": "Build each step's batch with tensor operations on the training device "
-                  "(data_scripts/device_batches.py: the same name-prompt rows in the same order, and with "
-                  "--replay_pretraining the same distribution of corruptions, other draws; a fixed number of packed "
-                  "rows per step) instead of the datasets path and a DataLoader. One process only."},
+                  "(data_scripts/device_batches.py: the same name-prompt rows in the same order, a fixed number of "
+                  "packed rows per step) instead of the datasets path and a DataLoader. One process only."},
     )
     recite: bool = field(
         default=False,
@@ -98,12 +86,6 @@ class FinetuneDataArguments:
         default=None,
         metadata={"help": "With --answer_from_recitation True, saved with the model: recitations cut at their limit "
                   "are continued and the continuation's spans compete too. Default: --preset's choice."},
-    )
-    freeze_parameters: str | None = field(
-        default=None,
-        metadata={"help": "Not in the reference: a regular expression; parameters whose names it matches (re.search) "
-                  "are not trained, e.g. 'mlp|tok_emb|lm_head' trains attention and LayerNorms only. Names look like "
-                  "transformer.blocks.0.mlp.0.weight."},
     )
 
 
@@ -148,23 +130,6 @@ def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, c
     return SeedStack.build(make_model, seeds), tokenizers[seeds[0]]
 
 
-def freeze_matching(model: CharGPTForCausalLM, pattern: str) -> list[str]:
-    """Stop training the parameters whose names match `pattern`; returns their names."""
-    try:
-        regex = re.compile(pattern)
-    except re.error as err:
-        raise UsageError(f"--freeze_parameters {pattern!r}: not a regular expression ({err})") from None
-    named = dict(model.named_parameters())
-    frozen = [name for name in named if regex.search(name)]
-    if not frozen or len(frozen) == len(named):
-        example = next(name for name, _ in model.named_parameters() if ".mlp." in name)
-        raise UsageError(f"--freeze_parameters {pattern!r} matches {'no' if not frozen else 'every'} parameter; "
-                         f"names look like {example}")
-    for name in frozen:
-        named[name].requires_grad_(False)
-    return frozen
-
-
 def answering_choices(data_args: FinetuneDataArguments, preset: str) -> dict[str, bool]:
     """How the saved model answers beyond its format: the flags given, else the preset's choice (a reciting model
     only). Refused in one line where the format cannot answer that way."""
@@ -207,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = members[0].config
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
-    deviations, on_epoch_start = {}, None
+    deviations = {}
     if data_args.recite:
         prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path)
         deviations["answer_format"] = "recite"
@@ -219,20 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for member in members:
         member.config.answer_format = answering.answer_format
         member.config.answering = answering.to_config()
-    dataset = prompts
-    if data_args.replay_pretraining:
-        corrupted, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed)
-        dataset, on_epoch_start = InterleavedDataset(dataset, corrupted), corruption.set_epoch
-        deviations["replayed_documents"] = len(corrupted)
-    examples = len(dataset)
-    if data_args.device_data:  # the prompts first, as InterleavedDataset(prompts, documents) orders them
-        encoded = EncodedExamples(tokenizer, block, documents=docs["text"] if data_args.replay_pretraining else None,
-                                  prompts=prompts, prompts_first=True, device=accelerator.device)
-        dataset = device_batches(encoded, args, seeds)
+    dataset, examples = prompts, len(prompts)
+    if data_args.device_data:
+        dataset = device_batches(EncodedExamples(tokenizer, block, prompts=prompts, device=accelerator.device), args,
+                                 seeds)
         deviations["device_data"] = True
-    if data_args.freeze_parameters is not None:
-        frozen = [freeze_matching(member, data_args.freeze_parameters) for member in members]
-        deviations["frozen"] = f"{data_args.freeze_parameters!r} ({len(frozen[0])} tensors)"
     deviations.update(seeds_card(seeds, args.stack_seeds))
 
     card = run_card(
@@ -246,7 +202,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
         final_tokens=200 * len(docs) * block,
         tokens_per_example=block - 1,
-        on_epoch_start=on_epoch_start,
         card=card,
         run_name="finetune",
     )

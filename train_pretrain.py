@@ -6,13 +6,12 @@
 Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate; `--preset` for named
 deviations); the cosine schedule spans every epoch's tokens.
 `--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py);
-`--mixed_qa_repeats`, `--mixed_qa_placement`, `--mixed_qa_format` and `--qa_only_epochs` (pre-instruction-tuning)
-vary how; `--objective language_modeling` trains on the documents uncorrupted.
+`--mixed_qa_repeats` and `--mixed_qa_format` vary how; `--objective language_modeling` trains on the documents
+uncorrupted.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -22,9 +21,7 @@ from transformers import HfArgumentParser
 from data_scripts import (
     CORRUPTION_SPECS,
     OBJECTIVES,
-    PLACEMENTS,
     SCHEDULE_TOKENS,
-    DeviceBatches,
     EncodedExamples,
     InterleavedDataset,
     load_pretrain_corpus,
@@ -32,7 +29,6 @@ from data_scripts import (
     mixed_order,
     name_prompt_dataset,
     predictable_documents,
-    question_documents,
     recitation_dataset,
     span_corruption_dataset,
     truncation_range,
@@ -40,7 +36,6 @@ from data_scripts import (
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 from training import (
     ModelArguments,
-    SeedBatches,
     SeedStack,
     TrainingArguments,
     UsageError,
@@ -58,8 +53,6 @@ from training import (
     seeds_card,
     train,
 )
-
-logger = logging.getLogger(__name__)
 
 MIXED_QA_FORMATS = ("prompt", "recite")  # --mixed_qa_format: a name prompt, or a recitation row (recitation.py)
 
@@ -80,19 +73,6 @@ class PretrainDataArguments:
         metadata={"help": "With --mixed_qa_corpus_path: each name prompt appears this many times per mixed epoch "
                   "(the QA share of the epoch; Allen-Zhu & Li found a higher share better)."},
     )
-    mixed_qa_placement: str = field(
-        default="even",
-        metadata={"help": "With --mixed_qa_corpus_path: where the name prompts sit in the epoch. 'even': spread "
-                  "evenly among the documents (all repeats, pass after pass); 'before_document': each question "
-                  "right before its person's document, found by name (the wiki.txt line that starts with it), "
-                  "so both land in one batch (unless a batch boundary falls between them); with --mixed_qa_repeats "
-                  "K the other K-1 copies sit 1/K, 2/K, ... of an epoch later (wrapping around), after the "
-                  "document found there. Jiang et al. (2024) found QA before its document better than after or "
-                  "interleaved. "
-                  "Placement only matters without --shuffle (the reference does not shuffle; shuffling "
-                  "permutes any order).",
-                  "choices": list(PLACEMENTS)},
-    )
     mixed_qa_format: str = field(
         default="prompt",
         metadata={"help": "With --mixed_qa_corpus_path: what each question becomes. 'prompt': the finetuning name "
@@ -100,19 +80,6 @@ class PretrainDataArguments:
                   "the answer, then the answer, so the model learns to recite and answer while it stores the lines; "
                   "the saved config then says answer_format='recite'.",
                   "choices": list(MIXED_QA_FORMATS)},
-    )
-    qa_only_epochs: int = field(
-        default=0,
-        metadata={"help": "Pre-instruction-tuning (Jiang et al., 2024): the first N of --num_train_epochs train on "
-                  "the name prompts of --mixed_qa_corpus_path alone (each once per epoch), the rest on the "
-                  "mixed epochs; the cosine schedule spans the tokens of both."},
-    )
-    name_windows: float = field(
-        default=0.0,
-        metadata={"help": "Not in the reference: the probability that an epoch's draw of a document 'Name. sentence' "
-                  "corrupts 'Name. ' + the sentence from a random word on (within its first int(7/8 block) "
-                  "characters) instead of the whole line, so each fact also follows the name directly (a knowledge "
-                  "augmentation of one sentence per person). 0 = the reference corruption."},
     )
     objective: str = field(
         default="span_corruption",
@@ -141,29 +108,19 @@ class PretrainDataArguments:
     def __post_init__(self) -> None:
         if self.mixed_qa_repeats < 1:
             raise UsageError(f"--mixed_qa_repeats must be at least 1, got {self.mixed_qa_repeats}")
-        if not 0.0 <= self.name_windows <= 1.0:
-            raise UsageError(f"--name_windows is a probability in [0, 1], got {self.name_windows}")
-        if self.name_windows and self.device_data:
-            raise UsageError("--name_windows needs the datasets path: leave out --device_data True")
         if self.corruption_spec not in CORRUPTION_SPECS:
             raise UsageError(f"--corruption_spec {self.corruption_spec!r}: choose one of {', '.join(CORRUPTION_SPECS)}")
         if self.objective not in OBJECTIVES:
             raise UsageError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
-        if self.qa_only_epochs < 0:
-            raise UsageError(f"--qa_only_epochs must be 0 or more, got {self.qa_only_epochs}")
         if self.mixed_qa_format not in MIXED_QA_FORMATS:
             raise UsageError(f"--mixed_qa_format {self.mixed_qa_format!r}: choose one of {', '.join(MIXED_QA_FORMATS)}")
-        if self.mixed_qa_placement not in PLACEMENTS:
-            raise UsageError(f"--mixed_qa_placement {self.mixed_qa_placement!r}: choose one of "
-                             f"{', '.join(PLACEMENTS)}")
         changed = self.qa_options()
         if changed and self.mixed_qa_corpus_path is None:
             raise UsageError(f"--{next(iter(changed))} needs --mixed_qa_corpus_path (the questions to train on)")
 
     def qa_options(self) -> dict[str, int | str]:
         """The options of mixed training set away from their defaults (for the checks and the model card)."""
-        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_placement": self.mixed_qa_placement,
-                  "mixed_qa_format": self.mixed_qa_format, "qa_only_epochs": self.qa_only_epochs}
+        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_format": self.mixed_qa_format}
         defaults = {f.name: f.default for f in fields(self) if f.name in values}
         return {name: value for name, value in values.items() if value != defaults[name]}
 
@@ -174,10 +131,6 @@ def build_parser() -> HfArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="pretrain")
-    qa_epochs = data_args.qa_only_epochs
-    if qa_epochs and qa_epochs >= args.num_train_epochs:
-        raise UsageError(f"--qa_only_epochs {qa_epochs} leaves no mixed epoch of --num_train_epochs "
-                         f"{args.num_train_epochs}")
     try:
         truncation_range(model_args.block_size)  # the smallest block span corruption fits in
     except ValueError as err:
@@ -196,7 +149,6 @@ def main(argv: Sequence[str] | None = None) -> int:
              else SeedStack.build(lambda _: CharGPTForCausalLM(config), seeds))
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed,
-                                                  name_windows=data_args.name_windows,
                                                   objective=data_args.objective, spec=data_args.corruption_spec)
     mixed, prompts, order = {}, None, None
     if data_args.mixed_qa_corpus_path is not None:
@@ -209,31 +161,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 member.config.answer_format = "recite"
         else:
             prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
-        document_of = None
-        if data_args.mixed_qa_placement == "before_document":
-            document_of = question_documents(qa["question"], docs["text"], path)
-            if args.shuffle:
-                logger.warning("--shuffle True permutes every epoch: --mixed_qa_placement before_document has no "
-                               "effect on which batch a question lands in")
-        order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats, document_of)
+        order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats)
         dataset = InterleavedDataset(dataset, prompts, order)
         mixed = {"mixed_qa": path, "mixed_name_prompts": len(prompts), **data_args.qa_options()}
-    examples, qa_examples = len(dataset), len(prompts) if qa_epochs else 0
-    first_phase = (qa_epochs, prompts) if qa_epochs else None
+    examples = len(dataset)
     if data_args.device_data:
-        def on_device(**data) -> DeviceBatches | SeedBatches:
-            return device_batches(EncodedExamples(tokenizer, block, **data, device=accelerator.device,
-                                                  objective=data_args.objective), args, seeds)
-
-        dataset = on_device(documents=docs["text"], prompts=prompts, order=order)
-        first_phase = (qa_epochs, on_device(prompts=prompts)) if qa_epochs else None
+        dataset = device_batches(EncodedExamples(tokenizer, block, documents=docs["text"], prompts=prompts, order=order,
+                                                 device=accelerator.device, objective=data_args.objective), args, seeds)
 
     card = run_card(
         model if seeds is None else model.members[0], args,
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
         stage=f"pretraining ({data_args.objective.replace('_', ' ')})" + (" mixed with name prompts" if mixed else ""),
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,
-        **({"name_windows": data_args.name_windows} if data_args.name_windows else {}),
         **({"objective": data_args.objective} if data_args.objective != "span_corruption" else {}),
         **({"corruption_spec": data_args.corruption_spec} if data_args.corruption_spec != CORRUPTION_SPECS[0] else {}),
         **({"device_data": True} if data_args.device_data else {}),
@@ -241,10 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
-        final_tokens=(qa_epochs * qa_examples + (args.num_train_epochs - qa_epochs) * examples) * block,
+        final_tokens=args.num_train_epochs * examples * block,
         tokens_per_example=SCHEDULE_TOKENS[data_args.corruption_spec](block),
         on_epoch_start=corruption.set_epoch,
-        first_phase=first_phase,
         card=card,
         run_name="pretrain",
     )

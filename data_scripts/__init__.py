@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING
 
 _EXPORTS = {
     "corruption": ["CORRUPTION_SPECS", "OBJECTIVES", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption",
-                   "draw_lengths", "name_window",
-                   "predictable_documents", "span_corruption_dataset", "truncation_range"],
+                   "draw_lengths", "predictable_documents", "span_corruption_dataset", "truncation_range"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
-    "mixing": ["PLACEMENTS", "InterleavedDataset", "even_interleaving", "mixed_order", "question_documents"],
+    "mixing": ["InterleavedDataset", "even_interleaving", "mixed_order"],
     "name_prompts": ["name_prompt_dataset", "name_prompt_example"],
     "packing": ["PackedCollator", "pad_collate", "pad_fraction"],
-    "recitation": ["recitation_dataset", "recitation_example"],
+    "recitation": ["question_documents", "recitation_dataset", "recitation_example"],
     "synthetic": ["SyntheticWorld", "generate_synthetic_world", "write_synthetic_corpus"],
     "textfiles": ["DataFileError", "read_text_file"],
 }
@@ -40,17 +39,16 @@ if TYPE_CHECKING:
         PlainDocuments,
         SpanCorruption,
         draw_lengths,
-        name_window,
         predictable_documents,
         span_corruption_dataset,
         truncation_range,
     )
     from .device_batches import DeviceBatches, EncodedExamples
     from .loading import ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length
-    from .mixing import PLACEMENTS, InterleavedDataset, even_interleaving, mixed_order, question_documents
+    from .mixing import InterleavedDataset, even_interleaving, mixed_order
     from .name_prompts import name_prompt_dataset, name_prompt_example
     from .packing import PackedCollator, pad_collate, pad_fraction
-    from .recitation import recitation_dataset, recitation_example
+    from .recitation import question_documents, recitation_dataset, recitation_example
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
     from .textfiles import DataFileError, read_text_file
 
@@ -74,7 +72,6 @@ __all__ = [
     "IGNORE_INDEX",
     "OBJECTIVES",
     "SCHEDULE_TOKENS",
-    "PLACEMENTS",
     "DataFileError",
     "DeviceBatches",
     "EncodedExamples",
@@ -94,7 +91,6 @@ __all__ = [
     "name_prompt_dataset",
     "name_prompt_example",
     "name_prompt_text",
-    "name_window",
     "pad_collate",
     "pad_fraction",
     "predictable_documents",

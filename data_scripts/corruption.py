@@ -24,14 +24,6 @@ one uninterrupted process, and ``set_epoch`` gives every epoch fresh corruptions
 access (`Dataset.with_transform`), never through a cached `.map`. `set_epoch` mutates this object: with
 DataLoader workers, do not use ``persistent_workers=True`` (workers would keep a stale epoch).
 
-Name windows (``name_windows=p``, not in the reference, off by default): before step 1, with probability ``p`` a
-document ``"Name. sentence"`` (wiki.txt's layout; the name ends at the first ``". "`` that closes no initial)
-becomes ``"Name. " + sentence[k:]``, ``k`` a word start drawn uniformly among those in the sentence's first
-``int(block_size * 7 / 8)`` characters (``k = 0`` keeps it whole). Any fact of the sentence then also follows the
-name directly, as an answer follows its question: a cheap knowledge augmentation of one sentence per person
-(Allen-Zhu & Li, Physics of LM 3.1). These draws come from their own generator, so the reference's three draws are
-unchanged for a document left whole, and ``p = 0`` is the reference exactly.
-
 Plain documents (``objective="language_modeling"``, not in the reference): each document's first ``block_size``
 characters, uncorrupted, every one a target. Reciting a person's line from the name (`train_finetune.py --recite`)
 is exactly this prediction; under span corruption a character is predicted from the uncorrupted text before it only
@@ -41,14 +33,13 @@ when it falls in the prefix, so a fact in the middle of a line is trained that w
 from __future__ import annotations
 
 import random
-import re
 
 import datasets
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
 __all__ = ["CORRUPTION_SPECS", "OBJECTIVES", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption", "draw_lengths",
-           "name_window", "predictable_documents", "span_corruption_dataset", "truncation_range"]
+           "predictable_documents", "span_corruption_dataset", "truncation_range"]
 
 # what a pretraining document becomes: the reference's span corruption, or the plain text (`PlainDocuments`)
 OBJECTIVES = ("span_corruption", "language_modeling")
@@ -82,37 +73,17 @@ def draw_lengths(doc_len: int, block_size: int, rng: random.Random) -> tuple[int
     return L, masked_len, start
 
 
-# The end of the name in wiki.txt's "Name. sentence": the first ". " not closing an initial ("Douglas P. Fry. ...")
-_NAME_END = re.compile(r"(?<!\b\w)\. ")
-
-
-def name_window(text: str, block_size: int, rng: random.Random) -> str:
-    """``text`` as ``"Name. " + sentence[k:]`` for a word start ``k`` drawn uniformly among the sentence's first
-    ``int(block_size * 7 / 8)`` characters; ``text`` itself when no name ends it (no ``". "`` after a word)."""
-    end = _NAME_END.search(text)
-    if end is None:
-        return text
-    head, sentence = text[: end.end()], text[end.end() :]
-    reach = truncation_range(block_size)[1]
-    starts = [0] + [i + 1 for i, ch in enumerate(sentence[:reach]) if ch == " " and i + 1 < len(sentence)]
-    return head + sentence[rng.choice(starts) :]
-
-
 class SpanCorruption:
     """Callable for `Dataset.with_transform` over documents (columns ``text``, ``idx``).
 
     Returns ``{"input_ids": [[...]], "labels": [[...]]}``, each row ``block_size`` long.
     """
 
-    def __init__(self, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0,
-                 spec: str = CORRUPTION_SPECS[0]) -> None:
+    def __init__(self, tokenizer, block_size: int, seed: int = 0, spec: str = CORRUPTION_SPECS[0]) -> None:
         truncation_range(block_size)  # validates it
-        if not 0.0 <= name_windows <= 1.0:
-            raise ValueError(f"name_windows is a probability in [0, 1], got {name_windows!r}")
         if spec not in CORRUPTION_SPECS:
             raise ValueError(f"spec {spec!r}: choose one of {', '.join(CORRUPTION_SPECS)}")
         self.spec = spec
-        self.name_windows = name_windows
         self.tokenizer = tokenizer
         self.block_size = block_size
         self.seed = seed
@@ -123,12 +94,10 @@ class SpanCorruption:
         """Select the draws of ``epoch``; call it at the start of every epoch."""
         self.epoch = int(epoch)
 
-    def rng_for(self, idx: int, epoch: int | None = None, stream: str = "") -> random.Random:
-        """The generator of document ``idx`` in ``epoch`` (default: the current one); another ``stream`` (e.g.
-        ``"window"``) gives draws independent of the corruption's. String seeds are hashed with SHA-512 by
-        `random.seed`, so this does not depend on PYTHONHASHSEED."""
-        return random.Random(f"{self.seed}:{self.epoch if epoch is None else epoch}:{int(idx)}"
-                             + (f":{stream}" if stream else ""))
+    def rng_for(self, idx: int, epoch: int | None = None) -> random.Random:
+        """The generator of document ``idx`` in ``epoch`` (default: the current one). String seeds are hashed with
+        SHA-512 by `random.seed`, so this does not depend on PYTHONHASHSEED."""
+        return random.Random(f"{self.seed}:{self.epoch if epoch is None else epoch}:{int(idx)}")
 
     def corrupt(self, text: str, rng: random.Random) -> str:
         """The padded ``masked_string`` for one draw from ``rng``: ``len(y) + 1`` characters (`SCHEDULE_TOKENS`)."""
@@ -140,18 +109,11 @@ class SpanCorruption:
 
     def reference_pair(self, text: str, idx: int) -> tuple[str, str]:
         """The reference's ``(x, y)`` for document ``idx`` in this epoch: ``masked_string[:-1]``, ``[1:]``."""
-        masked_string = self.corrupt(self.window(text, idx), self.rng_for(idx))
+        masked_string = self.corrupt(text, self.rng_for(idx))
         return masked_string[:-1], masked_string[1:]
 
-    def window(self, text: str, idx: int) -> str:
-        """The document this epoch corrupts: ``text``, or with probability ``name_windows`` a name window of it."""
-        if self.name_windows == 0.0:
-            return text
-        rng = self.rng_for(idx, stream="window")
-        return name_window(text, self.block_size, rng) if rng.random() < self.name_windows else text
-
     def example(self, text: str, idx: int) -> dict[str, list[int]]:
-        ids = self.tokenizer.encode_text(self.corrupt(self.window(text, idx), self.rng_for(idx))[: self.block_size])
+        ids = self.tokenizer.encode_text(self.corrupt(text, self.rng_for(idx))[: self.block_size])
         pad = self.pad_token_id
         return {"input_ids": ids, "labels": [IGNORE_INDEX if t == pad else t for t in ids]}
 
@@ -168,7 +130,7 @@ class SpanCorruption:
 
 class PlainDocuments(SpanCorruption):
     """`SpanCorruption`'s interface without the corruption: each row is the document's first ``block_size``
-    characters (after a name window, if drawn), PAD after them, every character a target (`span_corruption_dataset`
+    characters, PAD after them, every character a target (`span_corruption_dataset`
     leaves out documents too short to have one)."""
 
     def corrupt(self, text: str, rng: random.Random) -> str:
@@ -183,16 +145,16 @@ def predictable_documents(docs: datasets.Dataset) -> datasets.Dataset:
 
 
 def span_corruption_dataset(
-    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, name_windows: float = 0.0,
-    objective: str = "span_corruption", spec: str = CORRUPTION_SPECS[0],
+    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, objective: str = "span_corruption",
+    spec: str = CORRUPTION_SPECS[0],
 ) -> tuple[datasets.Dataset, SpanCorruption]:
     """``docs`` (from `load_pretrain_corpus`) with the corruption (or, for ``objective="language_modeling"``, the
     plain text) as an on-access transform, and the transform itself (call its ``set_epoch`` every epoch)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     if objective == "span_corruption":
-        corruption = SpanCorruption(tokenizer, block_size, seed, name_windows, spec)
+        corruption = SpanCorruption(tokenizer, block_size, seed, spec)
     else:
-        corruption = PlainDocuments(tokenizer, block_size, seed, name_windows, spec)
+        corruption = PlainDocuments(tokenizer, block_size, seed, spec)
         docs = predictable_documents(docs)
     return docs.with_transform(corruption), corruption

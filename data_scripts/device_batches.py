@@ -14,7 +14,7 @@ host-to-device copy and no host synchronisation:
   ``block_size`` characters, gathered (no draws);
 * name prompts: the rows of `name_prompt_dataset` (or any ready rows, e.g. `recitation_dataset`'s), gathered;
 * the epoch: the DataLoader's (``ceil(examples / batch_size)`` steps, the last one partial, the reference order
-  or a fresh permutation per epoch; mixed and replay datasets in `even_interleaving` order);
+  or a fresh permutation per epoch; mixed datasets in `even_interleaving` order);
 * packing: the examples of a step in a FIXED number of rows of ``block_size`` (static shapes, so a step can be
   captured with CUDA graphs or `torch.compile`), with `PackedCollator`'s layout (positions restart per example,
   the first label of each example is -100, the tail of a row is its own segment).
@@ -202,9 +202,8 @@ class EncodedExamples:
     `load_pretrain_corpus`), or with ``objective="language_modeling"`` to train on uncorrupted, and/or ready rows
     (a `name_prompt_dataset`, or its ``input_ids`` and ``labels`` as (M, block_size) tensors), in epoch order.
 
-    With both, the epoch is `InterleavedDataset`'s `even_interleaving` of the two, documents first unless
-    ``prompts_first`` (finetuning with replay puts the prompts first), or ``order``: ``(0, document)`` and
-    ``(1, prompt)`` pairs, as `mixed_order` gives them.
+    With both, the epoch is `InterleavedDataset`'s `even_interleaving` of the two, documents first, or ``order``:
+    ``(0, document)`` and ``(1, prompt)`` pairs, as `mixed_order` gives them.
     """
 
     def __init__(
@@ -214,7 +213,6 @@ class EncodedExamples:
         *,
         documents: Sequence[str] | None = None,
         prompts: datasets.Dataset | Mapping[str, torch.Tensor] | None = None,
-        prompts_first: bool = False,
         order: Sequence[tuple[int, int]] | None = None,
         device: torch.device | str = "cpu",
         objective: str = "span_corruption",
@@ -224,8 +222,6 @@ class EncodedExamples:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
         self.plain = objective == "language_modeling"
-        if order is not None and prompts_first:
-            raise ValueError("give prompts_first or an order, not both")
         self.block_size = block_size
         self.device = torch.device(device)
         self.pad_token_id = tokenizer.pad_token_id
@@ -257,9 +253,8 @@ class EncodedExamples:
             order = check_order(order, range(self.num_documents), range(self.num_prompts))
             keys = [k + (self.num_documents if s else 0) for s, k in order]
         elif self.num_documents and self.num_prompts:
-            sizes = (self.num_prompts, self.num_documents) if prompts_first else (self.num_documents, self.num_prompts)
-            prompt_source = 0 if prompts_first else 1
-            keys = [k + (self.num_documents if s == prompt_source else 0) for s, k in even_interleaving(*sizes)]
+            keys = [k + (self.num_documents if s else 0) for s, k in even_interleaving(self.num_documents,
+                                                                                       self.num_prompts)]
         else:
             keys = list(range(self.num_documents + self.num_prompts))
         self.order = torch.tensor(keys, dtype=torch.long, device=self.device)

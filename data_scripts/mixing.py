@@ -4,32 +4,22 @@ Fully pretrained models here store most birthplaces (`experiments/probe_recall.p
 yet answer only about a third of the questions: what they lack is the way from a question to a stored fact. Mixing
 question/answer pairs into pretraining (Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023) is meant to
 teach that way while the facts are stored; only training-set pairs are mixed in, so dev and test people's facts
-still come from wiki.txt alone. Measured on rope at a 1-hour CPU budget, it did not help (docs/results.md). The
-same interleaving serves finetuning's `--replay_pretraining`, with the roles of the two datasets swapped.
+still come from wiki.txt alone. Measured on rope at a 1-hour CPU budget, it did not help (docs/results.md).
 
 The order is fixed and even, so a DataLoader without shuffling (the reference's) still sees both kinds in every
-batch instead of all the questions at the end of each epoch. `mixed_order` varies it for pretraining: each prompt
-``repeats`` times per epoch (a higher QA share helped in Allen-Zhu & Li), and optionally each question right before
-its person's document (pre-instruction-tuning, Jiang et al., ACL 2024: QA placed before its document beat after or
-interleaved). A shuffling DataLoader permutes any of these orders, so placement only matters without shuffling.
+batch instead of all the questions at the end of each epoch. `mixed_order` repeats each prompt ``repeats`` times
+per epoch (a higher QA share helped in Allen-Zhu & Li). Placing each question right before its person's document
+(Jiang et al., ACL 2024) and QA-only first epochs measured no gain here (docs/results-cpu.md) and left the CLI.
 """
 
 from __future__ import annotations
 
-import bisect
-import os
 from collections.abc import Sequence, Sized
 from typing import Any
 
 from torch.utils.data import Dataset
 
-from modeling_chargpt.answering import asked_person
-
-from .textfiles import DataFileError
-
-__all__ = ["PLACEMENTS", "InterleavedDataset", "check_order", "even_interleaving", "mixed_order", "question_documents"]
-
-PLACEMENTS = ("even", "before_document")
+__all__ = ["InterleavedDataset", "check_order", "even_interleaving", "mixed_order"]
 
 
 def even_interleaving(n_first: int, n_second: int) -> list[tuple[int, int]]:
@@ -43,78 +33,13 @@ def even_interleaving(n_first: int, n_second: int) -> list[tuple[int, int]]:
     return [(source, k) for _, source, k in order]
 
 
-def mixed_order(
-    n_documents: int, n_prompts: int, repeats: int = 1, document_of: Sequence[int] | None = None
-) -> list[tuple[int, int]]:
-    """One pretraining epoch as ``(source, index)`` pairs, documents (source 0) once and prompts (source 1)
-    ``repeats`` times each.
-
-    'even' (no ``document_of``): the documents and ``repeats`` passes over the prompts, spread evenly
-    (`even_interleaving` of ``n_documents`` and ``repeats * n_prompts`` items; ``repeats=1`` is exactly it), so a
-    prompt's copies are 1/repeats of an epoch apart.
-    'before_document' (``document_of[i]`` = the document of prompt i): the first copy of each prompt sits right
-    before its document (prompts sharing a document in prompt order); copy j sits j/repeats of an epoch later
-    (wrapping around), right after the document found there, so a person's questions are as evenly spaced as in
-    'even' and extra copies add exposures at other steps instead of duplicates in one batch.
-    """
+def mixed_order(n_documents: int, n_prompts: int, repeats: int = 1) -> list[tuple[int, int]]:
+    """One pretraining epoch as ``(source, index)`` pairs: the documents (source 0) once and ``repeats`` passes over
+    the prompts (source 1), spread evenly (`even_interleaving` of ``n_documents`` and ``repeats * n_prompts`` items;
+    ``repeats=1`` is exactly it), so a prompt's copies are 1/repeats of an epoch apart."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    if document_of is None:
-        return [(s, k % n_prompts if s else k) for s, k in even_interleaving(n_documents, repeats * n_prompts)]
-    if len(document_of) != n_prompts:
-        raise ValueError(f"document_of has {len(document_of)} entries for {n_prompts} prompts")
-    # positions in units of 1 / (2 * n_documents * repeats) of an epoch, exact: document d at its even_interleaving
-    # place (d + 0.5) / n_documents; then rank 0 (first copies) < 1 (the document) < 2 (later copies)
-    epoch = 2 * n_documents * repeats
-    keyed = [((2 * d + 1) * repeats, 1, 0, d) for d in range(n_documents)]
-    for prompt, doc in enumerate(document_of):
-        if not 0 <= doc < n_documents:
-            raise ValueError(f"prompt {prompt}: document {doc} is not among the {n_documents} documents")
-        place = (2 * doc + 1) * repeats
-        keyed += [((place + copy * 2 * n_documents) % epoch, 2 if copy else 0, 1, prompt) for copy in range(repeats)]
-    keyed.sort()
-    return [(source, k) for _, _, source, k in keyed]
-
-
-def question_documents(
-    questions: Sequence[str], documents: Sequence[str], source: str | os.PathLike,
-    needed_by: str = "--mixed_qa_placement before_document",
-) -> list[int]:
-    """The document each ``Where was NAME born?`` question's person is read in: one that starts with NAME.
-
-    Matched by name, not by line number: the real wiki.txt line i is ``NAME. ...`` for question i. A document
-    starting with ``NAME.`` is preferred to one where NAME is followed by another non-alphanumeric character (the
-    synthetic world's ``NAME was born ...``); among those, the first one not yet taken. Longer names choose first, so
-    ``Robert E. Lee`` keeps his line from a question about ``Robert E``; questions sharing a name take that name's
-    documents in order. A question that is not of that form, or whose person has no document left, is a
-    `DataFileError` naming ``source`` (the TSV) and its line, and ``needed_by`` (the option that needs the match).
-    """
-    texts = sorted((text, i) for i, text in enumerate(documents))
-    keys = [text for text, _ in texts]
-    taken: set[int] = set()
-    names = []
-    for line, question in enumerate(questions, start=1):
-        name = asked_person(question)
-        if name is None:
-            raise DataFileError(source, line, f"{question!r} is not 'Where was NAME born?': {needed_by} needs the "
-                                "person's name")
-        names.append(name)
-    found = [-1] * len(questions)
-    for q in sorted(range(len(names)), key=lambda q: -len(names[q])):
-        name, candidates = names[q], []
-        for j in range(bisect.bisect_left(keys, name), len(keys)):
-            text, doc = texts[j]
-            if not text.startswith(name):
-                break
-            after = text[len(name):len(name) + 1]
-            if doc not in taken and not after.isalnum():
-                candidates.append((after != ".", doc))
-        if not candidates:
-            raise DataFileError(source, q + 1, f"no document (wiki.txt line) left that starts with the name "
-                                f"{name!r}: {needed_by} needs the person's document")
-        found[q] = min(candidates)[1]
-        taken.add(found[q])
-    return found
+    return [(s, k % n_prompts if s else k) for s, k in even_interleaving(n_documents, repeats * n_prompts)]
 
 
 def check_order(order: Sequence[tuple[int, int]], first: Sized, second: Sized) -> list[tuple[int, int]]:

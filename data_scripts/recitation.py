@@ -18,17 +18,59 @@ model through pretraining alone.
 
 from __future__ import annotations
 
+import bisect
 import os
+from collections.abc import Sequence
 
 import datasets
 
 from modeling_chargpt import IGNORE_INDEX, UnknownCharacterError
 from modeling_chargpt.answering import asked_person, recitation_text  # the question format's owner
 
-from .mixing import question_documents
 from .textfiles import DataFileError
 
-__all__ = ["recitation_dataset", "recitation_example"]
+__all__ = ["question_documents", "recitation_dataset", "recitation_example"]
+
+
+def question_documents(
+    questions: Sequence[str], documents: Sequence[str], source: str | os.PathLike,
+    needed_by: str = "--recite True",
+) -> list[int]:
+    """The document each ``Where was NAME born?`` question's person is read in: one that starts with NAME.
+
+    Matched by name, not by line number: the real wiki.txt line i is ``NAME. ...`` for question i. A document
+    starting with ``NAME.`` is preferred to one where NAME is followed by another non-alphanumeric character (the
+    synthetic world's ``NAME was born ...``); among those, the first one not yet taken. Longer names choose first, so
+    ``Robert E. Lee`` keeps his line from a question about ``Robert E``; questions sharing a name take that name's
+    documents in order. A question that is not of that form, or whose person has no document left, is a
+    `DataFileError` naming ``source`` (the TSV) and its line, and ``needed_by`` (the option that needs the match).
+    """
+    texts = sorted((text, i) for i, text in enumerate(documents))
+    keys = [text for text, _ in texts]
+    taken: set[int] = set()
+    names = []
+    for line, question in enumerate(questions, start=1):
+        name = asked_person(question)
+        if name is None:
+            raise DataFileError(source, line, f"{question!r} is not 'Where was NAME born?': {needed_by} needs the "
+                                "person's name")
+        names.append(name)
+    found = [-1] * len(questions)
+    for q in sorted(range(len(names)), key=lambda q: -len(names[q])):
+        name, candidates = names[q], []
+        for j in range(bisect.bisect_left(keys, name), len(keys)):
+            text, doc = texts[j]
+            if not text.startswith(name):
+                break
+            after = text[len(name):len(name) + 1]
+            if doc not in taken and not after.isalnum():
+                candidates.append((after != ".", doc))
+        if not candidates:
+            raise DataFileError(source, q + 1, f"no document (wiki.txt line) left that starts with the name "
+                                f"{name!r}: {needed_by} needs the person's document")
+        found[q] = min(candidates)[1]
+        taken.add(found[q])
+    return found
 
 
 def recitation_example(name: str, document: str, answer: str, tokenizer, block_size: int) -> dict[str, list[int]]:

@@ -204,8 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="",
                         help="Extra flags for train_pretrain.py only (quoted), e.g. '--mixed_qa_corpus_path "
-                        "DIR/birth_places_train.tsv --mixed_qa_repeats 4 --mixed_qa_placement before_document "
-                        "--qa_only_epochs 5'.")
+                        "DIR/birth_places_train.tsv --mixed_qa_repeats 4'.")
     parser.add_argument("--pretrain_epochs", type=int, default=None,
                         help="Override the recipe's pretraining epochs (the cosine schedule spans them).")
     parser.add_argument("--save_epochs", default="",

@@ -15,10 +15,7 @@ from data_scripts import (
     SCHEDULE_TOKENS,
     PlainDocuments,
     SpanCorruption,
-    asked_person,
     load_pretrain_corpus,
-    load_qa_tsv,
-    name_window,
     pad_collate,
     span_corruption_dataset,
 )
@@ -214,62 +211,9 @@ def test_block_size_too_small_is_rejected(corpus):
     SpanCorruption(corpus[2], 9).corrupt("x" * 50, random.Random(0))
 
 
-def test_name_window_keeps_the_name_and_starts_the_sentence_at_a_word(corpus, data_dir):
-    _, docs, _ = corpus
-    texts = list(docs["text"])
-    questions = load_qa_tsv(data_dir / "birth_places_train.tsv", BLOCK)["question"]
-    names = [asked_person(q) for q in questions]
-    assert sum("." in name for name in names) > 50  # initials: "Douglas P. Fry. Douglas P Fry (born ..."
-    seen_whole = seen_cut = 0
-    for i, (doc, name) in enumerate(zip(texts[:2000], names, strict=True)):  # line i = person i
-        if name == "Anastasius I":  # the one name that ends in an initial: cut after "Anastasius I"
-            continue
-        sentence = doc[len(name) + 2:]
-        for draw in range(3):
-            out = name_window(doc, BLOCK, random.Random(f"{i}:{draw}"))
-            assert out.startswith(name + ". "), (name, out)
-            rest = out[len(name) + 2:]
-            k = len(sentence) - len(rest)
-            assert sentence[k:] == rest and rest  # a non-empty suffix of the sentence
-            assert k == 0 or (sentence[k - 1] == " " and k - 1 < MAX_L)  # at a word start within reach
-            seen_whole += k == 0
-            seen_cut += k > 0
-    assert seen_cut > 10 * seen_whole > 0
-    assert name_window("no name here", BLOCK, random.Random(0)) == "no name here"
-    assert name_window("", BLOCK, random.Random(0)) == ""
-
-
-def test_name_windows_probability_and_reference_draws_otherwise(corpus):
-    """With p = 0.5 about half the documents of an epoch are cut; a document left whole gets exactly the draws
-    (and so the example) the reference corruption gives it; p = 0 is the reference."""
-    _, docs, tok = corpus
-    texts = list(docs["text"])[:1000]
-    reference = SpanCorruption(tok, BLOCK, seed=4)
-    windows = SpanCorruption(tok, BLOCK, seed=4, name_windows=0.5)
-    off = SpanCorruption(tok, BLOCK, seed=4, name_windows=0.0)
-    cut = 0
-    for idx, doc in enumerate(texts):
-        seen = windows.window(doc, idx)
-        if seen == doc:
-            assert windows.example(doc, idx) == reference.example(doc, idx)
-        else:
-            cut += 1
-            assert windows.example(doc, idx) == reference.example(seen, idx)
-        assert off.example(doc, idx) == reference.example(doc, idx)
-    assert 0.40 * len(texts) < cut < 0.55 * len(texts)  # p = 0.5, less the draws of k = 0
-    first = [windows.window(doc, i) for i, doc in enumerate(texts)]
-    windows.set_epoch(1)
-    assert sum(windows.window(doc, i) != w for i, (doc, w) in enumerate(zip(texts, first, strict=True))) > 300
-    everything = SpanCorruption(tok, BLOCK, name_windows=1.0)
-    assert sum(everything.window(doc, i) != doc for i, doc in enumerate(texts)) > 0.9 * len(texts)
-    for bad in (-0.1, 1.5):
-        with pytest.raises(ValueError, match="name_windows is a probability"):
-            SpanCorruption(tok, BLOCK, name_windows=bad)
-
-
 def test_plain_documents_train_every_character_from_the_ones_before(corpus):
     """objective='language_modeling': a row is the document's first BLOCK characters, no MASK, every one a target
-    (PAD none); the transform is the dataset's, and a name window still applies; an unknown objective is refused."""
+    (PAD none); the transform is the dataset's; an unknown objective is refused."""
     _, docs, tok = corpus
     ds, plain = span_corruption_dataset(docs, tok, BLOCK, seed=0, objective="language_modeling")
     assert isinstance(plain, PlainDocuments)
@@ -287,10 +231,8 @@ def test_plain_documents_train_every_character_from_the_ones_before(corpus):
         long_docs += len(texts[idx]) > BLOCK
     assert long_docs > 50  # the cut at BLOCK characters was exercised
     plain.set_epoch(3)
-    assert ds[5]["input_ids"] == ds[5]["input_ids"]  # nothing random without name windows
-    windows = PlainDocuments(tok, BLOCK, seed=0, name_windows=1.0)
-    cut = [windows.window(doc, i) for i, doc in enumerate(texts[:200])]
-    assert sum(c != doc for c, doc in zip(cut, texts[:200], strict=True)) > 150
-    assert windows.example(texts[0], 0) == plain.example(cut[0], 0)
+    first = ds[5]["input_ids"]
+    plain.set_epoch(4)
+    assert ds[5]["input_ids"] == first  # nothing is drawn: every epoch trains the same row
     with pytest.raises(ValueError, match="objective 'denoise': choose one of span_corruption, language_modeling"):
         span_corruption_dataset(docs, tok, BLOCK, objective="denoise")

@@ -1,5 +1,5 @@
 """Mixed training's interleaving: every item once, in order, spread evenly; corruption still re-drawn per epoch;
-repeats and questions placed before their documents (mixed_order, question_documents)."""
+repeats (mixed_order), and questions matched to their documents (question_documents)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_corruption_is_still_redrawn_every_epoch(mixed):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# mixed_order: --mixed_qa_repeats and --mixed_qa_placement
+# mixed_order: --mixed_qa_repeats
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -90,36 +90,9 @@ def test_even_order_with_repeats_is_the_even_interleaving_of_repeated_passes():
     assert [k for s, k in big if s == 1] == list(range(2000)) * 3  # three passes, each prompt in every one
 
 
-def test_before_document_puts_each_question_right_before_its_document():
-    # prompts 0 and 2 belong to document 2, prompt 1 to document 0; documents 1 and 3 have no question
-    assert mixed_order(4, 3, 1, [2, 0, 2]) == [(1, 1), (0, 0), (0, 1), (1, 0), (1, 2), (0, 2), (0, 3)]
-    # repeats 2: the second copy half an epoch later, right after the document found there
-    assert mixed_order(4, 3, 2, [2, 0, 2]) == [
-        (1, 1), (0, 0), (1, 0), (1, 2), (0, 1), (1, 0), (1, 2), (0, 2), (1, 1), (0, 3)]
-
-
-@pytest.mark.parametrize("repeats", [1, 2, 3, 5])
-def test_before_document_counts_and_adjacency_at_the_real_size(repeats):
-    document_of = [(7 * i) % 2938 for i in range(2000)]  # a scrambled matching, distinct documents
-    order = mixed_order(2938, 2000, repeats, document_of)
-    assert [k for s, k in order if s == 0] == list(range(2938))
-    assert sorted(k for s, k in order if s == 1) == sorted(list(range(2000)) * repeats)
-    where: dict[int, list[int]] = {}
-    for i, (s, k) in enumerate(order):
-        if s == 1:
-            where.setdefault(k, []).append(i)
-    # one copy of each question sits right before its document (the first copy; later ones may wrap around)
-    assert all(any(order[i + 1] == (0, document_of[p]) for i in where[p]) for p in range(2000))
-    for p in (0, 999, 1999):  # a person's copies are 1/repeats of an epoch apart, give or take a few slots
-        gaps = [(b - a) % len(order) for a, b in zip(where[p], where[p][1:] + where[p][:1], strict=True)]
-        assert repeats == 1 or all(abs(g - len(order) / repeats) <= 3 for g in gaps), gaps
-
-
 def test_bad_orders_are_refused():
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         mixed_order(3, 2, 0)
-    with pytest.raises(ValueError, match="not among the 3 documents"):
-        mixed_order(3, 2, 1, [0, 3])
     with pytest.raises(ValueError, match="outside the sources"):
         InterleavedDataset([1, 2], [3], order=[(0, 0), (1, 1)])
 

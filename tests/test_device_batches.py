@@ -244,14 +244,9 @@ def test_epochs_are_the_dataloader_epochs(corpus, mixed):
                 assert prefix + masked + suffix == docs[k]["text"][:L]
         assert bool((ids[n:] == tok.pad_token_id).all() and (labels[n:] == IGNORE_INDEX).all())
         assert bool((lengths[n:] == 0).all() and (lengths[:n] > 0).all())
-    first = EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, prompts_first=True)
-    replay = InterleavedDataset(prompts, corrupted).order
-    assert first.order.tolist() == [k if s == 1 else n_docs + k for s, k in replay]
-    order = mixed_order(n_docs, len(prompts), 2, list(range(len(prompts))))  # --mixed_qa_placement before_document
-    placed = EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=order)
-    assert placed.order.tolist() == [k if s == 0 else n_docs + k for s, k in order]
-    with pytest.raises(ValueError, match="not both"):
-        EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=order, prompts_first=True)
+    order = mixed_order(n_docs, len(prompts), 2)  # --mixed_qa_repeats 2
+    repeated = EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=order)
+    assert repeated.order.tolist() == [k if s == 0 else n_docs + k for s, k in order]
     with pytest.raises(ValueError, match="outside the sources"):
         EncodedExamples(tok, BLOCK, documents=docs["text"], prompts=prompts, order=[(1, len(prompts))])
 
@@ -510,7 +505,7 @@ def test_finetuning_batches_are_the_dataloader_batches(corpus):
     every prompt once; packed, a step holds the tokens and targets of `PackedCollator`'s rows, dropping
     nothing."""
     _, tok, prompts = corpus
-    encoded = EncodedExamples(tok, BLOCK, prompts=prompts, prompts_first=True)
+    encoded = EncodedExamples(tok, BLOCK, prompts=prompts)
     assert encoded.num_documents == 0 and len(encoded) == len(prompts) == 10
     batches = DeviceBatches(encoded, 4, seed=1, packing=False)
     loader = DataLoader(prompts.with_format("torch"), batch_size=4, collate_fn=pad_collate)

@@ -21,7 +21,7 @@ import evaluate_birthplace
 import train_finetune
 import train_pretrain
 import training.loop
-from data_scripts import load_pretrain_corpus, write_synthetic_corpus
+from data_scripts import DeviceBatches, load_pretrain_corpus, write_synthetic_corpus
 from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTForCausalLM, CharTokenizer
 from training import run_cli, train
 
@@ -149,8 +149,8 @@ def test_the_schedule_counts_the_handouts_tokens_per_example(spec, counted, worl
 def test_device_data_pretraining_learns_checkpoints_and_resumes_identically(world, tmp_path, monkeypatch):
     """--device_data True: batches built on the device, mixed with the name prompts; a run stopped at a
     checkpoint and resumed ends with the weights and losses of one that was not."""
-    built, build = [], train_pretrain.DeviceBatches.__call__
-    monkeypatch.setattr(train_pretrain.DeviceBatches, "__call__",
+    built, build = [], DeviceBatches.__call__
+    monkeypatch.setattr(DeviceBatches, "__call__",
                         lambda self, step: built.append(step) or build(self, step))
     steps = ["--device_data", "True", "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
              "--checkpointing_steps", "10", "--sync_steps", "4", "--learning_rate", "3e-3"]
@@ -178,8 +178,8 @@ def finetune_args(world: Path, out: Path, *extra: str) -> list[str]:
 
 def test_device_data_finetuning_trains_as_the_dataloader_path(world, tmp_path, monkeypatch, capsys):
     """--device_data True in finetuning: unpacked, its batches are exactly the DataLoader's, so a run (dropout on)
-    ends with the same losses and weights; packed with replayed documents, an epoch has the replay's steps; in
-    more than one process it is a one-line error."""
+    ends with the same losses and weights; packed, an epoch has the DataLoader's steps; in more than one process it
+    is a one-line error."""
     common = ["--num_train_epochs", "2", "--learning_rate", "3e-3", "--packing", "False"]
     loader, device = tmp_path / "loader", tmp_path / "device"
     assert run_cli(train_finetune.main, finetune_args(world, loader, *common)) == 0
@@ -191,12 +191,10 @@ def test_device_data_finetuning_trains_as_the_dataloader_path(world, tmp_path, m
     card = (device / "README.md").read_text()
     assert "| device_data | True |" in card and "| examples | 40 |" in card
 
-    replay = tmp_path / "replay"
-    assert run_cli(train_finetune.main, finetune_args(world, replay, "--max_steps", "3", "--replay_pretraining",
-                                                      "True", "--device_data", "True")) == 0
-    summary = json.loads((replay / "train_results.json").read_text())
-    n = len(load_pretrain_corpus(world / "wiki.txt")[1]) + 40
-    assert summary["global_step"] == 3 and summary["epoch"] == round(3 / -(-n // 8), 3)
+    packed = tmp_path / "packed"
+    assert run_cli(train_finetune.main, finetune_args(world, packed, "--max_steps", "3", "--device_data", "True")) == 0
+    summary = json.loads((packed / "train_results.json").read_text())
+    assert summary["global_step"] == 3 and summary["epoch"] == round(3 / 5, 3)  # 40 questions, batch 8
 
     capsys.readouterr()
     monkeypatch.setattr(Accelerator, "num_processes", property(lambda self: 2))
@@ -207,14 +205,28 @@ def test_device_data_finetuning_trains_as_the_dataloader_path(world, tmp_path, m
 
 def trained_rows(monkeypatch) -> list[tuple[int, list[list[int]]]]:
     """``(epoch, input_ids rows)`` of every batch the training loop trains on, in order."""
-    seen, epoch_batches = [], training.loop._epoch_batches
+    seen, prepare = [], training.loop._prepare
 
-    def spy(accelerator, loader, state, on_epoch_start):
-        for batch in epoch_batches(accelerator, loader, state, on_epoch_start):
-            seen.append((state.epoch, batch["input_ids"].tolist()))
-            yield batch
+    class Recorded:  # the prepared batch source, each batch of an epoch recorded as the loop takes it
+        def __init__(self, batches) -> None:
+            self.batches = batches
 
-    monkeypatch.setattr(training.loop, "_epoch_batches", spy)
+        def __getattr__(self, name: str):
+            return getattr(self.batches, name)
+
+        def __len__(self) -> int:
+            return len(self.batches)
+
+        def epoch(self, epoch: int, skip: int = 0):
+            for batch in self.batches.epoch(epoch, skip):
+                seen.append((epoch, batch["input_ids"].tolist()))
+                yield batch
+
+    def spy(*args, **kwargs):
+        model, optimizer, batches = prepare(*args, **kwargs)
+        return model, optimizer, Recorded(batches)
+
+    monkeypatch.setattr(training.loop, "_prepare", spy)
     return seen
 
 
@@ -226,15 +238,15 @@ def small_world(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("device_data", [False, True])
-def test_qa_only_epochs_then_mixed_epochs_with_repeated_prompts(device_data, small_world, tmp_path, monkeypatch):
-    """--qa_only_epochs 1 --mixed_qa_repeats 2 over 3 epochs: an epoch of the 20 name prompts alone, then two
-    epochs of every document and each prompt twice; the schedule spans all of it."""
+def test_mixed_epochs_with_repeated_prompts(device_data, small_world, tmp_path, monkeypatch):
+    """--mixed_qa_repeats 2 over 2 epochs: every document and each of the 20 name prompts twice per epoch, on either
+    data path; the schedule spans all of it."""
     world = small_world
     seen, rows = spy_on_train(monkeypatch, train_pretrain), trained_rows(monkeypatch)
     out = tmp_path / "pit"
-    argv = pretrain_args(world, out, "--num_train_epochs", "3", "--checkpointing_steps", "0", "--packing", "False",
+    argv = pretrain_args(world, out, "--num_train_epochs", "2", "--checkpointing_steps", "0", "--packing", "False",
                          "--per_device_train_batch_size", "16", "--mixed_qa_corpus_path",
-                         str(world / "birth_places_train.tsv"), "--mixed_qa_repeats", "2", "--qa_only_epochs", "1",
+                         str(world / "birth_places_train.tsv"), "--mixed_qa_repeats", "2",
                          "--device_data", str(device_data))
     assert run_cli(train_pretrain.main, argv) == 0
     itos, pad = CharTokenizer.from_pretrained(out).itos, CharTokenizer.from_pretrained(out).pad_token_id
@@ -245,34 +257,11 @@ def test_qa_only_epochs_then_mixed_epochs_with_repeated_prompts(device_data, sma
                 kind = "".join(itos[t] for t in row).startswith("Where was ")
                 counts.setdefault(epoch, [0, 0])[kind] += 1
     n_docs = len(load_pretrain_corpus(world / "wiki.txt")[1])
-    assert counts == {0: [0, 20], 1: [n_docs, 40], 2: [n_docs, 40]}  # [documents, name prompts] per epoch
-    assert seen["final_tokens"] == (20 + 2 * (n_docs + 40)) * 64
+    assert counts == {0: [n_docs, 40], 1: [n_docs, 40]}  # [documents, name prompts] per epoch
+    assert seen["final_tokens"] == 2 * (n_docs + 40) * 64
     summary = json.loads((out / "train_results.json").read_text())
-    assert summary["global_step"] == 2 + 2 * -(-(n_docs + 40) // 16) and summary["epoch"] == 3
-    card = (out / "README.md").read_text()
-    assert "| qa_only_epochs | 1 |" in card and "| mixed_qa_repeats | 2 |" in card
-
-
-def test_before_document_placement_in_pretraining(world, tmp_path, monkeypatch):
-    seen = spy_on_train(monkeypatch, train_pretrain)
-    out = tmp_path / "before"
-    argv = pretrain_args(world, out, "--max_steps", "1", "--mixed_qa_corpus_path",
-                         str(world / "birth_places_train.tsv"), "--mixed_qa_placement", "before_document")
-    assert run_cli(train_pretrain.main, argv) == 0
-    order, docs = seen["dataset"].order, load_pretrain_corpus(world / "wiki.txt")[1]["text"]
-    names = [line.split("\t")[0][len("Where was "):-len(" born?")]
-             for line in (world / "birth_places_train.tsv").read_text().splitlines()]
-    assert sorted(k for s, k in order if s == 1) == list(range(40))
-
-    def opens_with(text: str, name: str) -> bool:  # "Name was ...", "Name, born ...", "Name (born ..."
-        return text.startswith(name) and not text[len(name):len(name) + 1].isalnum()
-
-    for i, (source, k) in enumerate(order):
-        if source == 1:  # right before a document of that person, the first one that opens with the name
-            s, doc = order[i + 1]
-            assert s == 0 and opens_with(docs[doc], names[k])
-            assert not any(opens_with(text, names[k]) for text in docs[:doc])
-    assert "| mixed_qa_placement | before_document |" in (out / "README.md").read_text()
+    assert summary["global_step"] == 2 * -(-(n_docs + 40) // 16) and summary["epoch"] == 2
+    assert "| mixed_qa_repeats | 2 |" in (out / "README.md").read_text()
 
 
 def test_recitation_rows_in_mixed_pretraining(world, tmp_path, monkeypatch):
@@ -300,31 +289,6 @@ def test_recitation_rows_in_mixed_pretraining(world, tmp_path, monkeypatch):
     assert ends_with_answer > 10
     assert json.loads((out / "config.json").read_text())["answer_format"] == "recite"
     assert "| mixed_qa_format | recite |" in (out / "README.md").read_text()
-
-
-def test_finetuning_with_replay_and_frozen_parameters(world, tmp_path, monkeypatch):
-    pre, fin = tmp_path / "pre", tmp_path / "fin"
-    assert run_cli(train_pretrain.main, pretrain_args(world, pre, "--max_steps", "2")) == 0
-
-    seen = spy_on_train(monkeypatch, train_finetune)
-    assert run_cli(train_finetune.main, [
-        "--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
-        str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre), "--output_dir", str(fin), *QUIET,
-        "--num_train_epochs", "1", "--per_device_train_batch_size", "8", "--learning_rate", "1e-2",
-        "--checkpointing_steps", "0", "--replay_pretraining", "True",
-        "--freeze_parameters", "mlp|tok_emb|lm_head"]) == 0
-    n = len(load_pretrain_corpus(world / "wiki.txt")[1]) + 40
-    assert len(seen["dataset"]) == n and sum(t.startswith("Where was ") for t in decoded(seen["dataset"], pre)) == 40
-    assert seen["on_epoch_start"] is not None  # the replayed documents get a fresh corruption every epoch
-    assert json.loads((fin / "train_results.json").read_text())["global_step"] == -(-n // 8)
-
-    before, after = load_file(pre / "model.safetensors"), load_file(fin / "model.safetensors")
-    frozen = [k for k in before if any(part in k for part in ("mlp", "tok_emb", "lm_head"))]
-    assert frozen and all(torch.equal(before[k], after[k]) for k in frozen)  # not even weight decay touched them
-    qkv = "transformer.blocks.0.attn.qkv.weight"
-    assert not torch.equal(before[qkv], after[qkv])
-    card = (fin / "README.md").read_text()
-    assert "| replayed_documents |" in card and "'mlp|tok_emb|lm_head' (" in card
 
 
 def test_two_process_cpu_ddp(world, tmp_path):
@@ -421,7 +385,7 @@ def _bad_tsv(tmp_path: Path) -> Path:
 
 
 def test_bad_inputs_are_one_line_errors_in_process(world, tmp_path, capsys):
-    wiki, tsv = str(world / "wiki.txt"), str(world / "birth_places_train.tsv")
+    wiki = str(world / "wiki.txt")
     cases = [
         (train_pretrain.main, ["--pretrain_corpus_path", str(tmp_path / "missing.txt"), "--output_dir",
                                str(tmp_path / "o1")], "missing.txt: file not found"),
@@ -429,12 +393,6 @@ def test_bad_inputs_are_one_line_errors_in_process(world, tmp_path, capsys):
                                "--output_dir", str(tmp_path / "o2"), *TINY], "bad.tsv:2:"),
         (train_pretrain.main, ["--pretrain_corpus_path", wiki, "--output_dir", str(tmp_path / "o3"),
                                "--n_embd", "30", "--n_head", "4"], "n_embd=30"),
-        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", tsv, "--output_dir",
-                               str(tmp_path / "o5"), *TINY, "--freeze_parameters", "mlp("], "not a regular expression"),
-        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", tsv, "--output_dir",
-                               str(tmp_path / "o6"), *TINY, "--freeze_parameters", "mpl"], "'mpl' matches no param"),
-        (train_finetune.main, ["--pretrain_corpus_path", wiki, "--finetune_corpus_path", tsv, "--output_dir",
-                               str(tmp_path / "o7"), *TINY, "--freeze_parameters", "."], "'.' matches every parameter"),
         (train_pretrain.main, ["--pretrain_corpus_path", wiki, "--output_dir", str(tmp_path / "o4"),
                                "--mixed_qa_corpus_path", str(_bad_tsv(tmp_path)), *TINY], "bad.tsv:2:"),
         (evaluate_birthplace.main, ["--baseline", "london", "--eval_corpus_path", str(tmp_path / "none.tsv")],
@@ -485,34 +443,6 @@ def test_help_is_complete(script, capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--eval_corpus_path" in out if script is evaluate_birthplace else "--output_dir" in out
-
-
-def test_name_windows_in_pretraining(tmp_path, monkeypatch):
-    """--name_windows 1.0: every trained document is its name then its sentence from some word on, recorded in
-    the model card."""
-    sentences = {f"Ab {c}{c.lower()}n": f"a painter of the north and the sea, born in Place{c} in 18{i}0."
-                 for i, c in enumerate("ABCDEFGHIJKL")}
-    (tmp_path / "wiki.txt").write_text("".join(f"{n}. {s}\n" for n, s in sentences.items()), encoding="utf-8")
-    rows = trained_rows(monkeypatch)
-    out = tmp_path / "out"
-    argv = pretrain_args(tmp_path, out, "--num_train_epochs", "2", "--checkpointing_steps", "0", "--packing", "False",
-                         "--name_windows", "1.0")
-    assert run_cli(train_pretrain.main, argv) == 0
-    tok = CharTokenizer.from_pretrained(out)
-    cut = 0
-    for _, batch in rows:
-        for row in batch:
-            prefix, suffix, masked = "".join(tok.itos[t] for t in row).rstrip(PAD_CHAR).split(MASK_CHAR)
-            doc = prefix + masked + suffix  # a window truncated to at most 56 characters
-            name = next((n for n in sentences if doc.startswith(n + ". ")), None)
-            if name is None:
-                continue  # truncated inside the name, or the corpus's last, empty document
-            sentence, rest = sentences[name], doc[len(name) + 2:]
-            starts = [0] + [i + 1 for i, ch in enumerate(sentence) if ch == " "]
-            assert any(sentence[k:].startswith(rest) for k in starts), doc
-            cut += not sentence.startswith(rest)
-    assert cut > 10
-    assert "| name_windows | 1.0 |" in (out / "README.md").read_text()
 
 
 @pytest.mark.parametrize("device_data", [False, True])

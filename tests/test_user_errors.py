@@ -254,16 +254,11 @@ def test_a_training_tsv_character_outside_the_vocabulary_names_file_and_line(scr
 
 
 @pytest.mark.parametrize("flags,expected", [
-    (["--qa_only_epochs", "1"], "--qa_only_epochs needs --mixed_qa_corpus_path (the questions to train on)"),
-    (["--mixed_qa_placement", "before_document"], "--mixed_qa_placement needs --mixed_qa_corpus_path"),
+    (["--mixed_qa_repeats", "2"], "--mixed_qa_repeats needs --mixed_qa_corpus_path (the questions to train on)"),
     (["--mixed_qa_format", "recite"], "--mixed_qa_format needs --mixed_qa_corpus_path"),
     (["MIXED", "--mixed_qa_format", "recite"], "TSV:3: no document (wiki.txt line) left that starts with the name "
      "'Ab Ann': --mixed_qa_format recite needs the person's document"),
     (["MIXED", "--mixed_qa_repeats", "0"], "--mixed_qa_repeats must be at least 1, got 0"),
-    (["MIXED", "--qa_only_epochs", "2", "--num_train_epochs", "2"],
-     "--qa_only_epochs 2 leaves no mixed epoch of --num_train_epochs 2"),
-    (["MIXED", "--mixed_qa_placement", "before_document"], "TSV:3: no document (wiki.txt line) left that starts "
-     "with the name 'Ab Ann'"),
 ])
 def test_mixed_training_options_are_checked_in_one_line(flags, expected, world, tmp_path, capsys):
     tsv = _tsv(tmp_path, world, "train.tsv", "Where was Ab Ann born?\tParis", source="birth_places_train.tsv")
@@ -337,20 +332,6 @@ def test_the_shell_sees_exactly_one_line(world, good, tmp_path):
         assert proc.returncode == 1, (case, proc.stderr[-3000:])
         assert proc.stderr.splitlines() == [expected], proc.stderr[-3000:]
         assert not (folders[case] / "preds").exists() and not (folders[case] / "out").exists()
-
-
-@pytest.mark.parametrize("flags,expected", [
-    (["--name_windows", "1.5"], "--name_windows is a probability in [0, 1], got 1.5"),
-    (["--name_windows", "0.5", "--device_data", "True"],
-     "--name_windows needs the datasets path: leave out --device_data True"),
-])
-def test_name_windows_is_checked_in_one_line(flags, expected, world, tmp_path, capsys):
-    out = tmp_path / "out"
-    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(out), *QUIET, "--max_steps", "1",
-            "--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64", *flags]
-    assert run_cli(train_pretrain.main, argv) == 1
-    assert _error_line(capsys) == "error: " + expected
-    assert not out.exists()
 
 
 def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_was(tmp_path, capsys):

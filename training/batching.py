@@ -1,10 +1,13 @@
-"""How examples become batches: the `--packing` choice, and the example count the schedule needs."""
+"""How examples become batches: the `--packing` choice, the example count the schedule needs, and a DataLoader as a
+batch source with the on-device batches' interface (`epoch`, `len`, `dropped`), so the loop treats both alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizer
 
 from data_scripts import PackedCollator, pad_collate
@@ -28,3 +31,25 @@ class CountingCollate:
 
     def __call__(self, examples: list) -> dict:
         return {**self.collate_fn(examples), "num_examples": len(examples)}
+
+
+class LoaderBatches:
+    """A prepared DataLoader read epoch by epoch: `on_epoch_start(epoch)` re-draws the span corruption, and a resumed
+    epoch skips the batches already trained on."""
+
+    def __init__(self, accelerator: Accelerator, loader: DataLoader,
+                 on_epoch_start: Callable[[int], None] | None = None) -> None:
+        self.accelerator, self.loader, self.on_epoch_start = accelerator, loader, on_epoch_start
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def epoch(self, epoch: int, skip: int = 0) -> Iterable[dict]:
+        if self.on_epoch_start is not None:
+            self.on_epoch_start(epoch)
+        self.loader.set_epoch(epoch)
+        return self.accelerator.skip_first_batches(self.loader, skip) if skip else self.loader
+
+    def dropped(self) -> int:
+        """Examples left out of the loss: none (the collator packs or pads every one)."""
+        return 0

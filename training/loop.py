@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -24,7 +24,7 @@ from transformers.utils import logging
 from data_scripts import DeviceBatches
 
 from .arguments import OPTIMIZERS, TrainingArguments
-from .batching import CountingCollate
+from .batching import CountingCollate, LoaderBatches
 from .checkpoints import load_checkpoint, resolve_checkpoint, run_identity, save_checkpoint
 from .errors import UsageError
 from .export import save_final, save_snapshot
@@ -120,7 +120,6 @@ def train(
     final_tokens: int,
     tokens_per_example: int,
     on_epoch_start: Callable[[int], None] | None = None,
-    first_phase: tuple[int, torch.utils.data.Dataset | DeviceBatches | SeedBatches] | None = None,
     card: dict | None = None,
     run_name: str = "chargpt",
 ) -> TrainResult:
@@ -129,8 +128,7 @@ def train(
     `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included), so
     packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets span corruption re-draw each
     epoch. `train_dataset` may be a `DeviceBatches` (`--device_data True`: batches built on the device from the step
-    alone) or a `SeedBatches` (`--seeds`: training/seeds.py, stacked with `--stack_seeds`). `first_phase=(n,
-    dataset)` trains the first n epochs on `dataset` instead (`--qa_only_epochs`); `final_tokens` counts both.
+    alone) or a `SeedBatches` (`--seeds`: training/seeds.py, stacked with `--stack_seeds`).
     Losses are read back every `--sync_steps` steps and before every save; the NaN check, logs and Ctrl-C act there.
     """
     start = time.perf_counter()  # the run's wall time counts setting it up too
@@ -139,23 +137,16 @@ def train(
     optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
-    phases = [train_dataset] if first_phase is None else [train_dataset, first_phase[1]]
-    model, optimizer, loaders = _prepare(accelerator, model, optimizer, phases, collate_fn, args)
-    phase_epochs = 0 if first_phase is None else first_phase[0]
-
-    def loader_at(epoch: int) -> DataLoader | DeviceBatches | SeedBatches:
-        return loaders[1] if epoch < phase_epochs else loaders[0]
-
+    model, optimizer, batches = _prepare(accelerator, model, optimizer, train_dataset, collate_fn, args, on_epoch_start)
     step_model, clip = compile_model(model, args), _clipper(accelerator, model, args.max_grad_norm)
-    run = _Run(accelerator, model, tokenizer, args, schedule, lambda epoch: len(loader_at(epoch)), run_name, card,
-               start)
+    run = _Run(accelerator, model, tokenizer, args, schedule, len(batches), run_name, card, start)
     state = run.state
     model.train()
     stop, interrupted = StopRequest().install(), False
     restore_precision = allow_tf32(args.tf32, accelerator.device)
     try:
         while not run.done():
-            for batch in _epoch_batches(accelerator, loader_at(state.epoch), state, on_epoch_start):
+            for batch in batches.epoch(state.epoch, skip=state.step_in_epoch):
                 n_examples = int(batch.pop("num_examples"))
                 sync = _syncs_at(state.global_step + 1, run.sync_steps, args.checkpointing_steps, run.total_steps)
                 _optimizer_step(accelerator, step_model, optimizer, batch, args, state, run.window, sync, clip)
@@ -187,37 +178,32 @@ def train(
     finally:
         stop.restore()
         restore_precision()
-    return run.finish(loaders, len(loader_at(state.epoch)), interrupted)
+    return run.finish(batches, interrupted)
 
 
 def _prepare(
     accelerator: Accelerator, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-    phases: list[torch.utils.data.Dataset | DeviceBatches | SeedBatches], collate_fn: Callable | None,
-    args: TrainingArguments,
-) -> tuple[torch.nn.Module, torch.optim.Optimizer, list]:
-    """The model, optimizer and one loader per phase, prepared by Accelerate: DataLoaders over datasets, or the
-    fast path's on-device batches as they are (one process only; packing compiled with --torch_compile_batches)."""
-    on_device = [isinstance(source, ON_DEVICE) for source in phases]
-    if any(on_device) and not all(on_device):
-        raise TypeError("the phases of a run must all be DeviceBatches or all be datasets")
-    if all(on_device):
+    source: torch.utils.data.Dataset | DeviceBatches | SeedBatches, collate_fn: Callable | None,
+    args: TrainingArguments, on_epoch_start: Callable[[int], None] | None,
+) -> tuple[torch.nn.Module, torch.optim.Optimizer, LoaderBatches | DeviceBatches | SeedBatches]:
+    """The model, optimizer and batch source, prepared by Accelerate: a DataLoader over a dataset, or the fast path's
+    on-device batches as they are (one process only; packing compiled with --torch_compile_batches)."""
+    if isinstance(source, ON_DEVICE):
         if accelerator.num_processes > 1:
-            flag = "--seeds" if isinstance(phases[0], SeedBatches) else "--device_data True"
+            flag = "--seeds" if isinstance(source, SeedBatches) else "--device_data True"
             raise UsageError(f"{flag} runs in one process; launch without --num_processes")
         model, optimizer = accelerator.prepare(model, optimizer)
         if args.torch_compile_batches:
-            for loader in phases:
-                loader.compile_packing(args.torch_compile_backend)
-        return model, optimizer, phases
+            source.compile_packing(args.torch_compile_backend)
+        return model, optimizer, source
     if args.torch_compile_batches:
         raise UsageError("--torch_compile_batches packs the fast path's batches: it needs --device_data True")
     if args.packed_rows is not None:
         raise UsageError("--packed_rows sets the fast path's fixed rows: it needs --device_data True")
-    loaders = [DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
-                          collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
-               for source in phases]
-    model, optimizer, *loaders = accelerator.prepare(model, optimizer, *loaders)
-    return model, optimizer, loaders
+    loader = DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
+                        collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    return model, optimizer, LoaderBatches(accelerator, loader, on_epoch_start)
 
 
 class _Run:
@@ -225,16 +211,18 @@ class _Run:
     on the device, checkpoints, and the end (the last checkpoint and the saved model)."""
 
     def __init__(self, accelerator: Accelerator, model: torch.nn.Module, tokenizer: PreTrainedTokenizer,
-                 args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int],
+                 args: TrainingArguments, schedule: TokenCosineSchedule, steps_per_epoch: int,
                  run_name: str, card: dict | None, start: float) -> None:
         self.start = start
         self.accelerator, self.model, self.tokenizer, self.args = accelerator, model, tokenizer, args
         self.card = dict(card or {})
         seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in order
         identity = run_identity(accelerator.unwrap_model(model), tokenizer, run_name)
-        self.state = state = _start_state(accelerator, args, schedule, steps_in, seeds, args.stack_seeds, identity)
+        self.state = state = _start_state(accelerator, args, schedule, steps_per_epoch, seeds, args.stack_seeds,
+                                          identity)
         self.seconds_before = state.train_seconds  # a resumed run's seconds count its earlier processes too
-        total = sum(steps_in(epoch) for epoch in range(args.num_train_epochs))
+        total = steps_per_epoch * args.num_train_epochs
+        self.steps_per_epoch = steps_per_epoch
         self.total_steps = min(total, args.max_steps) if args.max_steps > 0 else total
         self.progress = _Progress(accelerator, args, state, self.total_steps, self.start, run_name, self.card, seeds)
         self.save = partial(save_checkpoint, accelerator, args.output_dir, args.save_total_limit, state, schedule,
@@ -274,16 +262,16 @@ class _Run:
         self.state.train_seconds = self.seconds()
         return self.save()
 
-    def finish(self, loaders: list, steps_this_epoch: int, interrupted: bool) -> TrainResult:
+    def finish(self, batches: LoaderBatches | DeviceBatches | SeedBatches, interrupted: bool) -> TrainResult:
         """The result; unless interrupted (its checkpoint is saved already), the last checkpoint and the model."""
         state, args = self.state, self.args
         if not interrupted:
             self.flush()
-        dropped = sum(loader.dropped() for loader in loaders if isinstance(loader, ON_DEVICE))
+        dropped = batches.dropped()
         if dropped:
             logger.warning("%d examples found no room in their packed rows and were left out of the loss", dropped)
         self.progress.close()
-        epochs_done = round(state.epoch + state.step_in_epoch / max(1, steps_this_epoch), 3)
+        epochs_done = round(state.epoch + state.step_in_epoch / max(1, self.steps_per_epoch), 3)
         result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses, self.seconds(),
                              interrupted, stopped_at_time_limit=self.timed_out and state.global_step < self.total_steps)
         if not interrupted:
@@ -299,7 +287,7 @@ class _Run:
 
 
 def _start_state(
-    accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_in: Callable[[int], int],
+    accelerator: Accelerator, args: TrainingArguments, schedule: TokenCosineSchedule, steps_per_epoch: int,
     seeds: list[int] | None, stacked: bool, identity: dict,
 ) -> TrainState:
     """A new run's counters, or those of `--resume_from_checkpoint` (with the model, optimizer, RNG and schedule)."""
@@ -307,24 +295,11 @@ def _start_state(
         return TrainState(seeds=seeds, stacked=stacked)
     path = resolve_checkpoint(args.output_dir, args.resume_from_checkpoint)
     state = load_checkpoint(accelerator, path, schedule, seeds, stacked, identity)
-    if state.step_in_epoch >= steps_in(state.epoch):  # saved after an epoch's last batch
+    if state.step_in_epoch >= steps_per_epoch:  # saved after an epoch's last batch
         state.end_epoch()
     logger.info("resumed from %s at step %d (epoch %d, batch %d)", path, state.global_step, state.epoch,
                 state.step_in_epoch)
     return state
-
-
-def _epoch_batches(
-    accelerator: Accelerator, loader: DataLoader | DeviceBatches | SeedBatches, state: TrainState,
-    on_epoch_start: Callable[[int], None] | None,
-) -> Iterable[dict]:
-    """The current epoch's batches after the ones `state` has already trained on (a resumed run skips them)."""
-    if isinstance(loader, ON_DEVICE):  # a function of the step: nothing to re-draw or to skip through
-        return loader.epoch(state.epoch, skip=state.step_in_epoch)
-    if on_epoch_start is not None:
-        on_epoch_start(state.epoch)
-    loader.set_epoch(state.epoch)
-    return accelerator.skip_first_batches(loader, state.step_in_epoch) if state.step_in_epoch else loader
 
 
 def _syncs_at(step: int, sync_steps: int, checkpointing_steps: int, total_steps: int) -> bool:

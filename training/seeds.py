@@ -114,7 +114,7 @@ class SeedStack(nn.Module):
 
     def forward(self, batches: Sequence[dict], step: int) -> SeedStackOutput:
         """Member i on `batches[i]`, its dropout seeded as its separate run seeds optimizer step `step` (the loop's
-        global step: with a first phase it is not the index of the batch)."""
+        global step)."""
         losses = []
         for seed, member, batch in zip(self.seeds, self.members, batches, strict=True):
             torch.manual_seed(dropout_seed(seed, step))
