@@ -13,20 +13,21 @@ demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
 test:            ## what CI runs: fresh venv, install, ruff, pytest
 	bash .ci/run
 
-reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off] [STACK=1] [RESUME=1: go on after a stop]
+reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference|light|demo] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off] [STACK=1] [RESUME=1: go on after a stop]
 	. .venv/bin/activate && python experiments/run_experiments.py --data_dir $(DATA) --out_dir $(OUT) \
 		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto) \
 		$(if $(STACK),--stack_seeds,) $(if $(RESUME),--resume,)
 
-recite:          ## the recitation recipe, by default at the CPU frontier (4 x 128, 76 epochs; docs/results.md; PRETRAINING=faithful: the assignment's pretraining, then recite): make recite DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [PRETRAINING=faithful] [SPAN=1 [CONTINUE=1]] [CHOOSE=1]
+recite:          ## a recipe of recipes/ that chooses its finetuning rate on held-out questions, by default recite-cpu (4 x 128, 76 epochs; docs/results-recitation.md): make recite DATA=dir [RECIPE=recite-cpu|best|faithful-recite] [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [SPAN=1 [CONTINUE=1]] [CHOOSE=1]
 	. .venv/bin/activate && python experiments/recite_recipe.py --data_dir $(DATA) --out_dir $(or $(RECITE_OUT),out/recite) \
+		--recipe $(if $(filter command line,$(origin RECIPE)),$(RECIPE),recite-cpu) \
 		--seeds $(or $(SEEDS),0) --variant $(or $(VARIANT),rope) $(if $(EPOCHS),--pretrain_epochs $(EPOCHS)) \
-		$(if $(PRETRAINING),--pretraining $(PRETRAINING)) $(if $(N_EMBD),--n_embd $(N_EMBD)) \
+		$(if $(N_EMBD),--n_embd $(N_EMBD)) \
 		$(if $(SPAN),--answer_from_recitation) $(if $(CONTINUE),--continue_recitation) \
 		$(if $(CHOOSE),--choose_final_questions)
 
-best:            ## --preset best's recipe step by step (the reference size, 80-90 min per seed on 2 CPU cores): make best DATA=dir [SEEDS=0,1,2] [VARIANT=learned]
-	$(MAKE) recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1 RECITE_OUT=$(or $(RECITE_OUT),out/best)
+best:            ## recipes/best.yaml step by step (the reference size, 80-90 min per seed on 2 CPU cores): make best DATA=dir [SEEDS=0,1,2] [VARIANT=learned]
+	$(MAKE) recite RECIPE=best RECITE_OUT=$(or $(RECITE_OUT),out/best)
 
 lint:            ## ruff, as CI runs it
 	. .venv/bin/activate && ruff check .

@@ -1622,9 +1622,9 @@ def confidence_faithful_h100(results: Results) -> str:
 
 
 def presets(results: Results) -> str:
-    """What each `--preset` sets, per stage and in the evaluation, and what it needs from you, read from
-    training/presets.py (the home of these values)."""
-    del results  # the values are code, not measurements
+    """What each `--preset` sets, per stage and in the evaluation, and what it needs from you, read from its file in
+    recipes/ (the home of these values; docs/usage.md links them)."""
+    del results  # the values are recipe files, not measurements
 
     def flags(values: dict) -> str:
         return "; ".join(f"`--{k} {v}`" for k, v in values.items())
@@ -1635,7 +1635,7 @@ def presets(results: Results) -> str:
                                        *(f"needs `--{k}` ({why})" for k, why in needs.items())]))
 
     names = list(PRESET_DEFAULTS["pretrain"])
-    rows = [[f"`{name}`", *(cell(stage, name) for stage in PRESET_DEFAULTS),
+    rows = [[f"[`{name}`](../recipes/{name}.yaml)", *(cell(stage, name) for stage in PRESET_DEFAULTS),
              flags(PRESET_EVALUATION.get(name, {})) or "as the assignment"] for name in names]
     rows.insert(1, ["finetuning from scratch (no `--model_name_or_path`)", "—",
                     f"{flags(FROM_SCRATCH)} over `reference`", "—"])

@@ -63,8 +63,8 @@
 #      again, in span/ with --answer_from_recitation True, in span-cont/ with --continue_recitation True too),
 #      recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the first seed's)
 #   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
-# `faithful_recite` (another call; the README's faithful-then-recite row, more seeds): `make recite PRETRAINING=faithful`
-# (experiments/recite_recipe.py --pretraining faithful) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
+# `faithful_recite` (another call; the README's faithful-then-recite row, more seeds): `make recite RECIPE=faithful-recite`
+# (experiments/recite_recipe.py --recipe faithful-recite) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
 # H100), the --recite rate chosen among FR_RATES (3e-4,6e-4: the held-out choice of seed 0 and the runner-up), the
 # pretraining with FULL_PRETRAIN's flags (chosen from CHOOSE_FROM, or given: FULL_PRETRAIN='--torch_compile True
 # --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True', the H100's fastest,
@@ -160,7 +160,7 @@ FR_VARIANT=${FR_VARIANT:-rope}  # faithful_recite's position embeddings
 FR_SEEDS=${FR_SEEDS:-1}  # its seeds (seed 0 of rope: results/faithful_h100_fast_path.json)
 FR_RATES=${FR_RATES:-3e-4,6e-4}  # its --recite rates: seed 0's held-out choice and the runner-up
 faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (experiments/recite_recipe.py)
-  FAITHFUL_RECITE=(experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --pretraining faithful
+  FAITHFUL_RECITE=(experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --recipe faithful-recite
                    --variant "$FR_VARIANT" --seeds "$FR_SEEDS" --learning_rates "$FR_RATES" --extra "$FULL_EXTRA"
                    --pretrain_extra "$FULL_PRETRAIN")
 }

@@ -1,17 +1,20 @@
-"""The best recipe measured on the real data, in one command (`make recite`): uncorrupted documents with the training
-questions as recitation rows in pretraining, then finetuning that recites before it answers, at a rate chosen on
-held-out training questions. Defaults: the CPU frontier of docs/results.md (rope, 4 layers x 128 dims, 76 epochs,
-`--preset cpu-fast` in fp32), whose three seeds answered about half of dev.
-
-`--pretraining faithful` keeps the assignment's pretraining as it is (span corruption, 650 epochs, the reference
-size and hyperparameters: minutes on a GPU, hours on a CPU) and recites after it (`make recite PRETRAINING=faithful`;
-docs/results.md, "On the fast path, then recite"): no questions in pretraining, so no split step.
+"""A recipe that chooses its finetuning rate on held-out training questions, run in one command (`make recite`,
+`make best`): `--recipe NAME` runs recipes/NAME.yaml, every stage with `--preset NAME`, its `selection` section
+giving the held-out questions and the rates to choose from. The recipes with one:
+  recite-cpu (the default): the CPU frontier of docs/results-recitation.md (4 layers x 128 dims, 76 epochs of
+    uncorrupted documents and recitation rows, fp32), whose three seeds answered about half of dev;
+  best: the same at the reference size, 50 epochs, answering from the recitation (`make best`);
+  faithful-recite: the assignment's pretraining unchanged (span corruption, 650 epochs: minutes on a GPU, hours on
+    a CPU), then recite (docs/results.md, "On the fast path, then recite"): no questions in pretraining, so no
+    split step.
+`--pretrain_epochs`, `--n_embd`, `--learning_rates`, `--holdout` and `--mixed_precision` override the recipe's.
 
 It runs the commands that measured those rows, with their flags (docs/reproduce.md, "Uncorrupted documents,
 recitation rows in pretraining"):
-  1. select_finetune_lr.py --split_only: --holdout training questions set aside, never seen in pretraining;
-  2. run_experiments.py: each seed pretrained on wiki.txt uncorrupted plus the other training questions as recitation
-     rows (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
+  1. select_finetune_lr.py --split_only (a recipe whose pretraining needs the questions): --holdout training
+     questions set aside, never seen in pretraining;
+  2. run_experiments.py: each seed pretrained by the recipe, on the other training questions where it mixes them in
+     (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
   3. select_finetune_lr.py --final per seed: the `--recite True` rate chosen on the held-out questions, then the
      finetuning on all training questions, dev and test predictions.
   4. per seed, unless --no_confidence (issue 24, docs/confidence.md): the held-out model at the chosen rate (kept by
@@ -41,19 +44,16 @@ from pathlib import Path
 from probe_recall import probe
 from run_experiments import check_stage_flags
 
+import recipes
 from evaluation.record_files import read_records
+from training import ModelArguments
 from training.cli import run_to_end
 from training.files import atomic_write_json
+from training.presets import resolve as preset_values
 
 ROOT = Path(__file__).resolve().parents[1]
-PRETRAINING = "--objective language_modeling --mixed_qa_format recite"  # what makes it this recipe
 CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
-# --pretraining's defaults for the flags left out: the CPU frontier's recitation recipe; the faithful pretraining and
-# the rates around the one its held-out questions chose (3e-4; results/faithful_h100_fast_path.json)
-RECIPE_DEFAULTS = {
-    "recitation": {"pretrain_epochs": 76, "n_embd": 128, "preset": "cpu-fast", "learning_rates": "7.5e-5,1.5e-4,3e-4"},
-    "faithful": {"pretrain_epochs": 650, "n_embd": 256, "preset": "reference", "learning_rates": "1.5e-4,3e-4,6e-4"},
-}
+RECIPES = tuple(name for name in recipes.names() if recipes.load(name)["selection"])  # the ones that choose a rate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,24 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out_dir", default="out/recite")
     parser.add_argument("--variant", default="rope", choices=["rope", "learned"], help="Position embeddings.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
-    parser.add_argument("--pretraining", default="recitation", choices=list(RECIPE_DEFAULTS),
-                        help="recitation: uncorrupted documents with the training questions as recitation rows; "
-                        "faithful: the assignment's span corruption, unchanged. It sets the next four flags' defaults.")
-    parser.add_argument("--pretrain_epochs", type=int, help="Default 76 (recitation) or 650 (faithful).")
-    parser.add_argument("--n_embd", type=int, help="Model width: default 128 (recitation) or 256 (faithful, the "
-                        "reference size).")
-    parser.add_argument("--preset", help="train_*.py --preset for both stages: default cpu-fast (recitation) or "
-                        "reference (faithful).")
-    parser.add_argument("--mixed_precision", default="no", help="Both stages' --mixed_precision (no = fp32).")
-    parser.add_argument("--learning_rates", help="Finetuning rates to choose from: default 7.5e-5,1.5e-4,3e-4 "
-                        "(recitation) or 1.5e-4,3e-4,6e-4 (faithful).")
-    parser.add_argument("--holdout", type=int, default=400, help="Training questions held out to choose the rate.")
+    parser.add_argument("--recipe", default="recite-cpu", choices=RECIPES,
+                        help="recipes/NAME.yaml: every stage runs with --preset NAME; the defaults of the next five "
+                        "flags are its values.")
+    parser.add_argument("--pretrain_epochs", type=int, help="Pretraining epochs (default: the recipe's).")
+    parser.add_argument("--n_embd", type=int, help="Model width (default: the recipe's).")
+    parser.add_argument("--mixed_precision", help="Both stages' --mixed_precision (default: the recipe's).")
+    parser.add_argument("--learning_rates", help="Finetuning rates to choose from, comma-separated (default: the "
+                        "recipe's selection).")
+    parser.add_argument("--holdout", type=int, help="Training questions held out to choose the rate (default: the "
+                        "recipe's selection).")
     parser.add_argument("--extra", default="", help="More flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="", help="More flags for train_pretrain.py only (quoted).")
-    parser.add_argument("--answer_from_recitation", action="store_true",
+    parser.add_argument("--answer_from_recitation", action="store_true", default=None,
                         help="Every evaluation of the reciting models answers with a span of the recitation "
                         "(evaluate_birthplace.py --answer_from_recitation True): the rate is chosen that way too.")
-    parser.add_argument("--continue_recitation", action="store_true",
+    parser.add_argument("--continue_recitation", action="store_true", default=None,
                         help="With --answer_from_recitation: recitations cut at their limit are continued and the "
                         "continuation's spans compete too (evaluate_birthplace.py --continue_recitation True).")
     parser.add_argument("--no_confidence", dest="confidence", action="store_false",
@@ -103,10 +101,26 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
+def pretraining(recipe: str) -> dict:
+    """What `train_pretrain.py --preset RECIPE` sets (its own needs stood in for)."""
+    return preset_values("pretrain", {"preset": recipe, "mixed_qa_corpus_path": ""})
+
+
 def settled(opts: argparse.Namespace) -> argparse.Namespace:
-    """The options with --pretraining's defaults where a flag was left out."""
+    """The options with the recipe's values where a flag was left out (read from recipes/NAME.yaml through the same
+    resolution as `--preset NAME`)."""
+    recipe, pretrain = recipes.load(opts.recipe), pretraining(opts.recipe)
+    answering = recipe["evaluate"]
+    defaults = {"pretrain_epochs": pretrain["num_train_epochs"], "width": pretrain.get("n_embd", ModelArguments.n_embd),
+                "holdout": recipe["selection"]["holdout"],
+                "learning_rates": ",".join(f"{r:g}".replace("e-0", "e-")
+                                           for r in recipe["selection"]["learning_rates"]),
+                "answer_from_recitation": answering.get("answer_from_recitation", False),
+                "continue_recitation": answering.get("continue_recitation", False),
+                "mixes_questions": "mixed_qa_corpus_path" in recipe["needs"].get("pretrain", {}),
+                "mixed_precision": None, "n_embd": None}  # not given: the recipe's, through --preset
     given = {key: value for key, value in vars(opts).items() if value is not None}
-    return argparse.Namespace(**{**RECIPE_DEFAULTS[opts.pretraining], **given})
+    return argparse.Namespace(**{**defaults, **given})
 
 
 def paths(opts: argparse.Namespace) -> dict[str, Path]:
@@ -124,11 +138,12 @@ def pretrained_model(opts: argparse.Namespace, seed: int) -> Path:
 def stage_flags(opts: argparse.Namespace) -> tuple[str, str]:
     """(flags of both training scripts, flags of pretraining alone), as the steps pass them."""
     opts = settled(opts)
-    both = f"--preset {opts.preset} --mixed_precision {opts.mixed_precision} {opts.extra}".strip()
-    if opts.pretraining == "faithful":
-        return both, f"--n_embd {opts.n_embd} {opts.pretrain_extra}".strip()
+    precision = f"--mixed_precision {opts.mixed_precision}" if opts.mixed_precision else ""
+    both = " ".join(filter(None, [f"--preset {opts.recipe}", precision, opts.extra]))
     split = paths(opts)["split"] / "split" / "train.tsv"
-    return both, f"--n_embd {opts.n_embd} {PRETRAINING} --mixed_qa_corpus_path {split} {opts.pretrain_extra}".strip()
+    pretrain = [f"--n_embd {opts.n_embd}" if opts.n_embd else "",
+                f"--mixed_qa_corpus_path {split}" if opts.mixes_questions else "", opts.pretrain_extra]
+    return both, " ".join(filter(None, pretrain))
 
 
 def check(opts: argparse.Namespace) -> None:
@@ -164,11 +179,13 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
 
     split = [[py, "experiments/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
               "--holdout", str(opts.holdout), "--split_only"]]
-    cmds = [*(split if opts.pretraining == "recitation" else []),
+    cmds = [*(split if opts.mixes_questions else []),
             [py, "experiments/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
              "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
-             "--pretrain_extra", pretrain]]
+             "--pretrain_extra", pretrain,
+             # the "plain finetuning" column finetunes the reference way, whatever the recipe's finetuning does
+             *(["--finetune_extra", "--recite False"] if recipes.load(opts.recipe)["finetune"].get("recite") else [])]]
     for seed in seeds:
         cmds.append([py, "experiments/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
@@ -252,13 +269,10 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
-    pretraining = {"recitation": "uncorrupted documents + recitation rows",
-                   "faithful": "span corruption (the faithful objective)"}
-    return {"what": f"experiments/recite_recipe.py: {pretraining[opts.pretraining]}, then --recite True at a "
-                    "rate chosen "
-                    "on held-out training questions", "command": shlex.join(["python", *sys.argv]),
-            "steps": [shlex.join(c) for c in cmds], "pretraining": opts.pretraining, "variant": opts.variant,
-            "n_embd": opts.n_embd,
+    return {"what": f"experiments/recite_recipe.py --recipe {opts.recipe} (recipes/{opts.recipe}.yaml): "
+                    f"{recipes.load(opts.recipe)['purpose']}", "command": shlex.join(["python", *sys.argv]),
+            "steps": [shlex.join(c) for c in cmds], "recipe": opts.recipe, "variant": opts.variant,
+            "n_embd": opts.n_embd or opts.width,
             "pretrain_epochs": opts.pretrain_epochs, "answer_from_recitation": opts.answer_from_recitation,
             "continue_recitation": opts.continue_recitation, "choose_final_questions": opts.choose_final_questions,
             "seeds": rows, "dev_mean": round(statistics.mean(dev), 1),

@@ -205,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pretrain_extra", default="",
                         help="Extra flags for train_pretrain.py only (quoted), e.g. '--mixed_qa_corpus_path "
                         "DIR/birth_places_train.tsv --mixed_qa_repeats 4'.")
+    parser.add_argument("--finetune_extra", default="",
+                        help="Extra flags for train_finetune.py only, from a pretrained model (quoted).")
     parser.add_argument("--pretrain_epochs", type=int, default=None,
                         help="Override the recipe's pretraining epochs (the cosine schedule spans them).")
     parser.add_argument("--save_epochs", default="",
@@ -232,10 +234,11 @@ def check_all_stage_flags(opts: argparse.Namespace) -> None:
     if opts.variants or opts.synthesizer:
         check_stage_flags("pretrain", [*recipe["shape"], *pretrain_stage_flags(opts), *extra],
                           "--extra / --pretrain_extra")
-        check_stage_flags("finetune", [*recipe["finetune"], *extra], both)
+        finetune = [*recipe["finetune"], *extra, *opts.finetune_extra.split()]
+        where = both if not opts.finetune_extra else "--extra / --finetune_extra"
+        check_stage_flags("finetune", finetune, where)
         if seeds_together(opts):
-            check_stage_flags("finetune", [*FAST_PATH["finetune"], *seed_flags(opts), *recipe["finetune"], *extra],
-                              both)
+            check_stage_flags("finetune", [*FAST_PATH["finetune"], *seed_flags(opts), *finetune], where)
 
 
 def seeds_together(opts: argparse.Namespace) -> bool:
@@ -303,6 +306,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     recipe = RECIPES[opts.recipe]
     extra = opts.extra.split()
+    finetune_flags = [*recipe["finetune"], *extra, *opts.finetune_extra.split()]  # from a pretrained model
     wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"
     dev, test = data / "birth_dev.tsv", data / "birth_test_inputs.tsv"
     groups = {name: data / fname for name, fname in DEV_GROUPS.items() if (data / fname).exists()}
@@ -312,7 +316,9 @@ def main() -> None:
     def write_summary() -> dict:
         """Rewritten after every row (atomically), so a run stopped halfway still leaves its finished rows."""
         summary = {"recipe": opts.recipe, "pretrain_epochs": opts.pretrain_epochs, "extra": opts.extra,
-                   "pretrain_extra": opts.pretrain_extra, "fast_path": fast_path_on(opts.fast_path),
+                   "pretrain_extra": opts.pretrain_extra,
+                   **({"finetune_extra": opts.finetune_extra} if opts.finetune_extra else {}),
+                   "fast_path": fast_path_on(opts.fast_path),
                    "stack_seeds": opts.stack_seeds,
                    "command": shlex.join(["python", *sys.argv]), "data_dir": str(data), "threads": opts.threads,
                    "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
@@ -363,7 +369,7 @@ def main() -> None:
         together = pretrain_together(opts, wiki, out, f"{position}-{attention}-seeds",
                                      [*variant, "--disable_tqdm", "True", *pretrain_flags, *extra], seeds)
         finetuned = finetune_together(opts, wiki, train_tsv, out, f"{position}-{attention}-seeds", together,
-                                      [*recipe["finetune"], *extra])
+                                      finetune_flags)
         for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
             stages = ("evaluate" if seed in finetuned else
@@ -378,7 +384,7 @@ def main() -> None:
 
             def finetune(model_dir: Path, tag: str, seed: int = seed) -> tuple[Path, float]:
                 fin_dir = out / f"{tag}-finetune"
-                seconds = run(finetune_command(wiki, train_tsv, model_dir, fin_dir, seed, [*recipe["finetune"], *extra],
+                seconds = run(finetune_command(wiki, train_tsv, model_dir, fin_dir, seed, finetune_flags,
                                                opts.threads), out / f"{tag}-finetune.log")
                 return fin_dir, seconds
 

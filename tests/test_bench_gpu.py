@@ -210,12 +210,13 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     # the reference rate and 2e-4, the rate held-out questions chose for the faithful models (faithful_h100.json)
     assert [float(r) for r in conf.learning_rates.split(",")] == [DEFAULTS["finetune"][REFERENCE]["learning_rate"],
                                                                   2e-4]
-    # faithful_recite: make recite PRETRAINING=faithful for one more seed, two rates, nothing shortened; its flags
+    # faithful_recite: make recite RECIPE=faithful-recite for one more seed, two rates, nothing shortened; its flags
     # pass recite_recipe.py's own check
     recipe = load("experiments/recite_recipe.py")
     opts = recipe.build_parser().parse_args(faithful_recite_cmd[2:])
     recipe.check(opts)
-    assert (opts.pretraining, opts.variant, opts.seeds, opts.learning_rates) == ("faithful", "rope", "1", "3e-4,6e-4")
+    assert (opts.recipe, opts.variant, opts.seeds, opts.learning_rates) == ("faithful-recite", "rope", "1",
+                                                                           "3e-4,6e-4")
     assert opts.pretrain_epochs is None and "--max_steps" not in opts.extra
     assert recipe.settled(opts).pretrain_epochs == 650
 

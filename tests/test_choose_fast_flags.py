@@ -112,7 +112,7 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     assert full.pretrain_extra == flags and not full.stack_seeds
     recite = load("experiments/recite_recipe.py").build_parser().parse_args(session_commands(
         {"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "PYTHON": sys.executable})[-1][2:])
-    assert recite.pretraining == "faithful" and recite.pretrain_extra == flags  # faithful_recite: the one-seed flags
+    assert recite.recipe == "faithful-recite" and recite.pretrain_extra == flags  # faithful_recite: the one-seed flags
     assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
     assert experiments.pretrain_stage_flags(reproduce)[-len(flags.split()):] == flags.split()
     # Flags given to the session win over the benchmark's (even empty): REPRO_PRETRAIN for the seeds,

@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+import recipes
 from experiments.docs_tables import BEST_SHAPE, BLOCK, DOCS, ROOT, TABLES, Results, render, stale
 from training import ModelArguments
 
@@ -313,10 +314,11 @@ def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
     from experiments.docs_tables import presets
 
     lines = presets(Results(RESULTS)).splitlines()
-    best = next(line for line in lines if line.startswith("| `best` |"))
+    best = next(line for line in lines if line.startswith("| [`best`](../recipes/best.yaml) |"))
     assert "needs `--mixed_qa_corpus_path` (the training questions it recites" in best
     assert best.endswith("| `--answer_from_recitation True`; `--continue_recitation True` |")
-    assert next(line for line in lines if line.startswith("| `cpu-fast` |")).endswith("| as the assignment |")
+    assert next(line for line in lines if line.startswith("| [`cpu-fast`]")).endswith("| as the assignment |")
+    assert [line.split("`")[1] for line in lines[2:] if line.startswith("| [`")] == list(recipes.names())
 
 
 def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):

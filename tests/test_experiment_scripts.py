@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from processes import run_concurrently, run_script, user_env
 
+import train_finetune
 import train_pretrain
 from data_scripts import write_synthetic_corpus
 from training import run_cli
@@ -537,18 +538,33 @@ def test_make_help_lists_every_target_with_what_it_does():
     assert "make best DATA=dir" in listed["best"]
 
 
-def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch):
-    """`make best` = `make recite EPOCHS=50 N_EMBD=256 SPAN=1 CONTINUE=1` (results/cpu_fp32_reference_size.json's
-    commands), into out/best unless told otherwise; the seeds and the variant pass through."""
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # as running the script puts its folder first
-    parser = _load_script("recite_recipe").build_parser()
+def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
+    """Every value the recipe's two training stages resolve to (paths and the preset's name aside), as
+    recite_recipe.py passes its flags to them."""
+    from training import parse_args
 
-    def recipe(command: str) -> dict:
-        """What recite_recipe.py's own parser reads from `command`, but where the data, the output and which model
-        go."""
-        words = shlex.split(command.split("recite_recipe.py ", 1)[1])  # scripts/ when it was run
-        return {k: v for k, v in vars(parser.parse_args(words)).items()
-                if k not in ("data_dir", "out_dir", "seeds", "variant")}
+    both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
+    epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]
+    required = {"pretrain": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--mixed_qa_corpus_path", "q"],
+                "finetune": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--finetune_corpus_path", "t",
+                             "--model_name_or_path", "m"]}
+    given = {"pretrain": [*both, *pretrain, *epochs], "finetune": [*both, "--recite", "True"]}
+    scripts = {"pretrain": train_pretrain, "finetune": train_finetune}
+    return {stage: [{k: v for k, v in vars(p).items() if k not in ("preset", "mixed_qa_corpus_path")}
+                    for p in parse_args(scripts[stage].build_parser(), [*required[stage], *given[stage]], stage=stage)]
+            for stage in scripts}
+
+
+def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(monkeypatch):
+    """`make best` = `recite_recipe.py --recipe best` into out/best unless told otherwise, the seeds and the variant
+    passed through; every value its stages resolve to is what results/cpu_fp32_reference_size.json's commands
+    (run before the recipes had files) resolved to, and its answers are theirs (from the recitation, continued)."""
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # as running the script puts its folder first
+    recipe = _load_script("recite_recipe")
+    parser = recipe.build_parser()
+
+    def parsed(command: str):
+        return parser.parse_args(shlex.split(command.split("recite_recipe.py ", 1)[1]))
 
     def planned(*variables: str) -> str:
         """The recite_recipe.py command `make -n best DATA=d` prints, on one line."""
@@ -556,45 +572,52 @@ def test_make_best_is_the_reference_size_recipe_of_the_measured_rows(monkeypatch
         return " ".join(next(line for line in lines if "recite_recipe.py" in line).split())
 
     command = planned("SEEDS=0,1", "VARIANT=learned")
-    assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --seeds 0,1 --variant learned " in command
-    default = recipe("experiments/recite_recipe.py --data_dir d")
-    assert {k: v for k, v in recipe(command).items() if v != default[k]} == {
-        "pretrain_epochs": 50, "n_embd": 256, "answer_from_recitation": True, "continue_recitation": True}
+    assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
+        in command
+    best = _stage_settings(recipe, parsed(command))
     measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
     assert {run["epochs"] for run in measured} == {50}
-    assert all(recipe(run["command"]) == recipe(command) for run in measured)
+    for run in measured:
+        assert _stage_settings(recipe, parsed(run["command"])) == best, run["command"]
+        ran, ours = recipe.settled(parsed(run["command"])), recipe.settled(parsed(command))
+        assert (ran.answer_from_recitation, ran.continue_recitation) == (ours.answer_from_recitation,
+                                                                         ours.continue_recitation) == (True, True)
+    assert _stage_settings(recipe, parsed("recite_recipe.py --data_dir d")) != best  # recite-cpu: 4 x 128, 76 epochs
     assert "--out_dir x " in planned("RECITE_OUT=x")
 
 
 def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_needs_no_split(monkeypatch):
-    """--pretraining faithful (make recite PRETRAINING=faithful): the reference pretraining with no questions in it
-    (no split step, no recitation rows), 650 epochs at the reference size and preset unless told otherwise, then the
-    same --recite selection per seed (the steps are the recitation recipe's, whose end-to-end run is tested below;
+    """--recipe faithful-recite (make recite RECIPE=faithful-recite): the reference pretraining with no questions in
+    it (no split step, no recitation rows), 650 epochs at the reference size unless told otherwise, then the same
+    --recite selection per seed (the steps are the recitation recipe's, whose end-to-end run is tested below;
     results/span_recite_epochs_cpu.json's learned_runs is a real run of this plan)."""
     monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     recipe = _load_script("recite_recipe")
     parse = recipe.build_parser().parse_args
-    pretraining, *selections = recipe.commands(parse(["--data_dir", "d", "--pretraining", "faithful", "--seeds", "0,1",
-                                                      "--no_confidence"]))
+    pretraining, *selections = recipe.commands(parse(["--data_dir", "d", "--recipe", "faithful-recite", "--seeds",
+                                                      "0,1", "--no_confidence"]))
     assert pretraining[1] == "experiments/run_experiments.py" and [c[1] for c in selections] == [
         "experiments/select_finetune_lr.py"] * 2
+
     def value(cmd: list[str], flag: str) -> str:
         return cmd[cmd.index(flag) + 1]
 
-    assert value(pretraining, "--pretrain_epochs") == "650" and value(pretraining, "--pretrain_extra") == "--n_embd 256"
-    assert value(pretraining, "--extra") == "--preset reference --mixed_precision no"
-    assert value(selections[0], "--learning_rates") == "1.5e-4,3e-4,6e-4"
-    assert value(selections[0], "--extra") == "--preset reference --mixed_precision no --recite True"
-    given = recipe.commands(parse(["--data_dir", "d", "--pretraining", "faithful", "--pretrain_epochs", "5",
-                                   "--preset", "cpu-fast", "--learning_rates", "1e-4"]))
-    assert "5" in given[0] and "--preset cpu-fast --mixed_precision no" in given[0] and "1e-4" in given[1]
-    recitation = recipe.commands(parse(["--data_dir", "d"]))  # the default recipe keeps its own defaults
-    assert recitation[0][-1] == "--split_only" and "76" in recitation[1] and "7.5e-5,1.5e-4,3e-4" in recitation[2]
-    planned = " ".join(run_ok(["make", "-n", "recite", "DATA=d", "PRETRAINING=faithful"]).replace("\\\n", " ").split())
-    assert "--pretraining faithful" in planned and "--pretrain_epochs" not in planned
-    recipe.check(parse(["--data_dir", "d", "--pretraining", "faithful"]))  # every stage takes these flags
+    assert value(pretraining, "--pretrain_epochs") == "650" and value(pretraining, "--pretrain_extra") == ""
+    assert value(pretraining, "--extra") == "--preset faithful-recite"
+    assert value(pretraining, "--finetune_extra") == "--recite False"  # the plain column finetunes as the reference
+    assert value(selections[0], "--learning_rates") == "0.00015,0.0003,0.0006"
+    assert value(selections[0], "--extra") == "--preset faithful-recite --recite True"
+    given = recipe.commands(parse(["--data_dir", "d", "--recipe", "faithful-recite", "--pretrain_epochs", "5",
+                                   "--mixed_precision", "bf16", "--learning_rates", "1e-4"]))
+    assert "5" in given[0] and "--preset faithful-recite --mixed_precision bf16" in given[0] and "1e-4" in given[1]
+    recitation = recipe.commands(parse(["--data_dir", "d"]))  # the default recipe, recite-cpu, keeps its own values
+    assert recitation[0][-1] == "--split_only" and "76" in recitation[1] and "7.5e-5,0.00015,0.0003" in recitation[2]
+    planned = " ".join(run_ok(["make", "-n", "recite", "DATA=d", "RECIPE=faithful-recite"]).replace("\\\n", " ")
+                       .split())
+    assert "--recipe faithful-recite" in planned and "--pretrain_epochs" not in planned
+    recipe.check(parse(["--data_dir", "d", "--recipe", "faithful-recite"]))  # every stage takes these flags
     with pytest.raises(SystemExit, match="--preset"):  # and a bad one fails before the first step, as one line
-        recipe.check(parse(["--data_dir", "d", "--pretraining", "faithful", "--preset", "nope"]))
+        recipe.check(parse(["--data_dir", "d", "--recipe", "faithful-recite", "--extra", "--preset nope"]))
 
 
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch, capfd):

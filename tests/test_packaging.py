@@ -60,6 +60,7 @@ def test_the_wheel_ships_the_metric_the_scripts_and_their_commands(installed):
         commands = whl.read(entry_points).decode()
     assert {"evaluation/birthplace_accuracy.py", "train_pretrain.py", "train_finetune.py",
             "evaluate_birthplace.py"} <= names
+    assert {f"recipes/{path.name}" for path in (ROOT / "recipes").glob("*.yaml")} <= names  # --preset reads them
     for command, target in COMMANDS.items():
         assert f"{command} = {target}" in commands
         assert (site / "bin" / command).is_file()

@@ -24,6 +24,7 @@ import training.loop
 from data_scripts import DeviceBatches, load_pretrain_corpus, write_synthetic_corpus
 from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTForCausalLM, CharTokenizer
 from training import run_cli, train
+from training.batching import WatchedBatches
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -207,24 +208,10 @@ def trained_rows(monkeypatch) -> list[tuple[int, list[list[int]]]]:
     """``(epoch, input_ids rows)`` of every batch the training loop trains on, in order."""
     seen, prepare = [], training.loop._prepare
 
-    class Recorded:  # the prepared batch source, each batch of an epoch recorded as the loop takes it
-        def __init__(self, batches) -> None:
-            self.batches = batches
-
-        def __getattr__(self, name: str):
-            return getattr(self.batches, name)
-
-        def __len__(self) -> int:
-            return len(self.batches)
-
-        def epoch(self, epoch: int, skip: int = 0):
-            for batch in self.batches.epoch(epoch, skip):
-                seen.append((epoch, batch["input_ids"].tolist()))
-                yield batch
-
     def spy(*args, **kwargs):
         model, optimizer, batches = prepare(*args, **kwargs)
-        return model, optimizer, Recorded(batches)
+        return model, optimizer, WatchedBatches(batches, lambda epoch, batch: seen.append(
+            (epoch, batch["input_ids"].tolist())))
 
     monkeypatch.setattr(training.loop, "_prepare", spy)
     return seen

@@ -53,3 +53,22 @@ class LoaderBatches:
     def dropped(self) -> int:
         """Examples left out of the loss: none (the collator packs or pads every one)."""
         return 0
+
+
+class WatchedBatches:
+    """A batch source that shows every batch to `watch(epoch, batch)` as the loop takes it (benchmarks count rows
+    and targets with it, tests record what was trained); everything else is the source's."""
+
+    def __init__(self, batches, watch: Callable[[int, dict], None]) -> None:
+        self.batches, self.watch = batches, watch
+
+    def __getattr__(self, name: str):
+        return getattr(self.batches, name)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def epoch(self, epoch: int, skip: int = 0) -> Iterable[dict]:
+        for batch in self.batches.epoch(epoch, skip):
+            self.watch(epoch, batch)
+            yield batch

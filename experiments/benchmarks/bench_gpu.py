@@ -46,6 +46,7 @@ import train_pretrain
 from data_scripts import load_pretrain_corpus
 from modeling_chargpt import IGNORE_INDEX
 from training import loop
+from training.batching import WatchedBatches
 from training.cli import UsageError, check_flags, parse_args, run_cli
 from training.files import atomic_write_json
 from training.syncing import LossWindow
@@ -165,21 +166,23 @@ class StepClock:
 
     @contextmanager
     def watching(self) -> Iterator[None]:
-        read_back, epoch_batches = LossWindow.read_back, loop._epoch_batches
+        read_back, prepare = LossWindow.read_back, loop._prepare
 
         def timed_read_back(window: LossWindow, next_update: int) -> None:
             read_back(window, next_update)
             self.read_backs.append((next_update, time.perf_counter()))
 
-        def counted_batches(*args, **kwargs) -> Iterator[dict]:
-            for batch in epoch_batches(*args, **kwargs):
-                members = batch.get("batches", [batch])  # --seeds: every member's batch of this step
-                self.useful.append(sum((b["labels"][:, 1:] != IGNORE_INDEX).sum() for b in members))  # shifted
-                self.rows.append(sum(b["input_ids"].shape[0] for b in members))
-                yield batch
+        def count(epoch: int, batch: dict) -> None:
+            members = batch.get("batches", [batch])  # --seeds: every member's batch of this step
+            self.useful.append(sum((b["labels"][:, 1:] != IGNORE_INDEX).sum() for b in members))  # shifted
+            self.rows.append(sum(b["input_ids"].shape[0] for b in members))
+
+        def counted_prepare(*args, **kwargs):
+            model, optimizer, batches = prepare(*args, **kwargs)
+            return model, optimizer, WatchedBatches(batches, count)
 
         with mock.patch.object(LossWindow, "read_back", timed_read_back), \
-                mock.patch.object(loop, "_epoch_batches", counted_batches):
+                mock.patch.object(loop, "_prepare", counted_prepare):
             yield
 
 
