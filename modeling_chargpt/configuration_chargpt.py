@@ -15,7 +15,7 @@ class CharGPTConfig(PretrainedConfig):
     """One object drives the whole model: shapes, dropout, position encoding and attention variant.
 
     `block_size` is the training context. Learned positions and synthesizer attention have parameters tied to it, so
-    they cannot run past it; rope, sinusoidal and no positions can (positions.py has each
+    they cannot run past it (`bounded_context`); rope, sinusoidal and no positions can (positions.py has each
     encoding). `answer_format` says how a finetuned model answers a birthplace question: 'direct' (the reference:
     question, MASK, answer) or 'recite' (`train_finetune.py --recite True`: the name, its recited document, MASK,
     answer); the evaluation reads it.
@@ -102,3 +102,9 @@ class CharGPTConfig(PretrainedConfig):
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def bounded_context(self) -> bool:
+        """True when positions or attention cannot run past block_size: what the model's length checks and the
+        answering code's read, so no other place decides it."""
+        return POSITION_ENCODINGS[self.position_embedding_type].bounded or self.attention_type == "synthesizer"

@@ -238,17 +238,16 @@ class CharGPTModel(CharGPTPreTrainedModel):
 
     def check_positions(self, position_ids: torch.Tensor, highest: int | None = None, exact: bool = False) -> None:
         """Refuse a position beyond the learned tables (`pos_emb`, the synthesizer's `w2`/`b2`) with a clear error
-        (rope, sinusoidal and no positions have none: nothing to check).
+        (`config.bounded_context`: rope, sinusoidal and no positions have none, nothing to check).
 
         Reading the positions back would make every training step wait for the device, so the shapes decide
         wherever they can (default positions: `highest` is exact, or an upper bound under a 2D mask). Positions the
         caller gives (packed rows) are checked on the device while training (`torch._assert_async`: no wait on a
         GPU, an immediate error on a CPU) and read back only in evaluation and generation.
         """
-        cfg = self.config
-        if not POSITION_ENCODINGS[cfg.position_embedding_type].bounded and cfg.attention_type != "synthesizer":
+        if not self.config.bounded_context:
             return
-        block = cfg.block_size
+        block = self.config.block_size
         if highest is not None and highest < block:
             return
         if exact:
@@ -329,8 +328,7 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
         """GenerationMixin.generate, refusing before any compute to run learned/synthesizer models past block_size."""
         cfg = self.config
         prompt = inputs if inputs is not None else kwargs.get("input_ids")
-        bounded = POSITION_ENCODINGS[cfg.position_embedding_type].bounded or cfg.attention_type == "synthesizer"
-        if prompt is not None and bounded:
+        if prompt is not None and cfg.bounded_context:
             gen = generation_config if generation_config is not None else self.generation_config
             max_new = kwargs.get("max_new_tokens", gen.max_new_tokens)
             if max_new is None:

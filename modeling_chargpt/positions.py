@@ -45,7 +45,7 @@ class PositionEncoding(nn.Module):
     - `forward` adds position vectors to the token embeddings (learned, sinusoidal);
     - `rotation` returns what every attention layer applies to its queries and keys (rope);
     - `bounded`: no position can reach block_size (one learned row per position), so the model and the answering
-      code refuse longer inputs;
+      code refuse longer inputs (`config.bounded_context`);
     - `learned_table`: the model owns a (1, block_size, n_embd) table for it, `pos_emb`, the name every checkpoint
       has given it since 2021 (new parameters belong to the subclass itself);
     - `check_config` raises ValueError for a config it cannot serve.
