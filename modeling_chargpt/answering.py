@@ -76,9 +76,9 @@ def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_to
     (`config.answer_format`) needs ``Where was NAME born?`` questions, and answers after a recitation of at most
     `recitation_limit` characters instead of after the question. A question must use only the vocabulary's characters
     (the reference looks each one up and fails on the first unknown one), must not contain PAD or MASK (MASK ends the
-    question), and, for learned positions or synthesizer attention, question + MASK + `max_new_tokens` generated
-    characters must fit in `block_size`. `answer_format` overrides the config's."""
-    bounded = config.position_embedding_type == "learned" or config.attention_type == "synthesizer"
+    question), and, where the model cannot run past `block_size` (`config.bounded_context`: learned positions or
+    synthesizer attention), question + MASK + `max_new_tokens` generated characters must fit in it. `answer_format`
+    overrides the config's."""
     recites = (answer_format or config.answer_format) == "recite"
     if recites and asked_person(question) is None:
         return (f"{question!r} is not 'Where was NAME born?': this model was finetuned to recite what it read about "
@@ -92,7 +92,7 @@ def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_to
         return str(err)
     context = recitation_limit(config.block_size) if recites else len(question)
     need = context + max_new_tokens  # context + MASK + answer, the last character never fed back
-    if bounded and need > config.block_size:
+    if config.bounded_context and need > config.block_size:
         return (f"{'the recitation' if recites else 'question'} + MASK is {context + 1} characters; with "
                 f"max_new_tokens={max_new_tokens} decoding needs {need} positions, more than this model's "
                 f"block_size={config.block_size} ({config.position_embedding_type} positions, "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from transformers import PretrainedConfig
 
-POSITION_EMBEDDING_TYPES = ("learned", "rope", "sinusoidal", "none")
+from .positions import POSITION_ENCODINGS
+
+POSITION_EMBEDDING_TYPES = tuple(POSITION_ENCODINGS)  # the built-in ones, for command-line choices
 ANSWER_FORMATS = ("direct", "recite")
 ATTENTION_TYPES = ("causal", "synthesizer")
 
@@ -12,10 +14,11 @@ ATTENTION_TYPES = ("causal", "synthesizer")
 class CharGPTConfig(PretrainedConfig):
     """One object drives the whole model: shapes, dropout, position encoding and attention variant.
 
-    `block_size` is the training context. Learned positions and synthesizer attention have parameters
-    tied to it, so they cannot run past it; rope, sinusoidal and no positions can. `answer_format` says how a
-    finetuned model answers a birthplace question: 'direct' (the reference: question, MASK, answer) or 'recite'
-    (`train_finetune.py --recite True`: the name, its recited document, MASK, answer); the evaluation reads it.
+    `block_size` is the training context. Learned positions and synthesizer attention have parameters tied to it, so
+    they cannot run past it (`bounded_context`); rope, sinusoidal and no positions can (positions.py has each
+    encoding). `answer_format` says how a finetuned model answers a birthplace question: 'direct' (the reference:
+    question, MASK, answer) or 'recite' (`train_finetune.py --recite True`: the name, its recited document, MASK,
+    answer); the evaluation reads it.
     """
 
     model_type = "chargpt"
@@ -50,9 +53,9 @@ class CharGPTConfig(PretrainedConfig):
         answer_format: str = "direct",
         **kwargs,
     ) -> None:
-        if position_embedding_type not in POSITION_EMBEDDING_TYPES:
+        if position_embedding_type not in POSITION_ENCODINGS:
             raise ValueError(
-                f"position_embedding_type={position_embedding_type!r} is not one of {list(POSITION_EMBEDDING_TYPES)}"
+                f"position_embedding_type={position_embedding_type!r} is not one of {list(POSITION_ENCODINGS)}"
             )
         if answer_format not in ANSWER_FORMATS:
             raise ValueError(f"answer_format={answer_format!r} is not one of {list(ANSWER_FORMATS)}")
@@ -64,11 +67,6 @@ class CharGPTConfig(PretrainedConfig):
                 raise ValueError(f"{name}={value!r} must be a positive integer")
         if n_embd % n_head != 0:
             raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head} (allowed: multiples of n_head)")
-        if position_embedding_type == "rope" and (n_embd // n_head) % 2 != 0:
-            raise ValueError(
-                f"position_embedding_type='rope' needs an even head dimension, but n_embd/n_head = "
-                f"{n_embd}/{n_head} = {n_embd // n_head}"
-            )
         if not isinstance(block_size, int) or block_size <= 0:
             if attention_type == "synthesizer":
                 raise ValueError(
@@ -98,8 +96,15 @@ class CharGPTConfig(PretrainedConfig):
         self.eos_token_id = eos_token_id
         self.bos_token_id = bos_token_id
         self.tie_word_embeddings = tie_word_embeddings
+        POSITION_ENCODINGS[position_embedding_type].check_config(self)
         super().__init__(**kwargs)
 
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def bounded_context(self) -> bool:
+        """True when positions or attention cannot run past block_size: what the model's length checks and the
+        answering code's read, so no other place decides it."""
+        return POSITION_ENCODINGS[self.position_embedding_type].bounded or self.attention_type == "synthesizer"

@@ -22,6 +22,7 @@ from .attention import (
 )
 from .configuration_chargpt import CharGPTConfig
 from .dropout import CharGPTDropout
+from .positions import POSITION_ENCODINGS, Rotation, apply_rope, sinusoidal_positions
 
 # transformers 5.24 renamed the KV cache `past_key_values` -> `cache` (generate passes it, outputs carry it by that
 # name); the model takes either and returns it under the name the installed version's outputs declare.
@@ -30,30 +31,6 @@ _CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__
 # Labels with this value are not predicted (PAD, the question of a name prompt, a packing boundary); PyTorch's
 # cross_entropy default, so every pipeline and the loss must agree on it.
 IGNORE_INDEX = -100
-
-
-def inverse_frequencies(dim: int, base: float, device: torch.device | None = None) -> torch.Tensor:
-    """theta_i = base^(-2(i-1)/dim) for i = 1..dim/2, shared by rope and the sinusoidal table."""
-    return base ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
-
-
-def sinusoidal_positions(position_ids: torch.Tensor, dim: int) -> torch.Tensor:
-    """Phi(t, 2i) = sin(t / 10000^(2i/d)), Phi(t, 2i+1) = cos(...); computed on the fly so loading needs no buffer."""
-    angles = position_ids.float()[..., None] * inverse_frequencies(dim, 10000.0, position_ids.device)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :dim]
-
-
-def rope_cos_sin(position_ids: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotation angles t * theta_i, shaped (B, 1, T, head_dim/2) to broadcast over heads."""
-    angles = position_ids.float()[:, None, :, None] * inverse_frequencies(head_dim, base, position_ids.device)
-    return angles.cos(), angles.sin()
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ADJACENT pairs (x1, x2), (x3, x4), ...: the complex-multiplication form of the 2024 handout."""
-    x_even, x_odd = x.float().unflatten(-1, (-1, 2)).unbind(-1)
-    rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
-    return rotated.flatten(-2).type_as(x)
 
 
 def attend(
@@ -79,20 +56,19 @@ class CharGPTSelfAttention(nn.Module):
         self.proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_pdrop = config.attn_pdrop
         self.resid_drop = CharGPTDropout(config.resid_pdrop)
-        self.use_rope = config.position_embedding_type == "rope"
 
     def forward(
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        rotation: Rotation | None,
         position_ids: torch.Tensor,
         past_key_values: Cache | None,
     ) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        if self.use_rope:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if rotation is not None:
+            q, k = rotation(q, k)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
         y = attend(self, q, k, v, mask, scaling=None)  # None: 1/sqrt(head_dim)
@@ -128,7 +104,7 @@ class CharGPTSynthesizerAttention(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        rotation: Rotation | None,
         position_ids: torch.Tensor,
         past_key_values: Cache | None,
     ) -> torch.Tensor:
@@ -163,8 +139,8 @@ class CharGPTBlock(nn.Module):
             CharGPTDropout(config.resid_pdrop),
         )
 
-    def forward(self, x: torch.Tensor, mask, rope, position_ids, past_key_values) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), mask, rope, position_ids, past_key_values)
+    def forward(self, x: torch.Tensor, mask, rotation, position_ids, past_key_values) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask, rotation, position_ids, past_key_values)
         return x + self.mlp(self.ln2(x))
 
 
@@ -217,10 +193,9 @@ class CharGPTModel(CharGPTPreTrainedModel):
     def __init__(self, config: CharGPTConfig) -> None:
         super().__init__(config)
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.positions = POSITION_ENCODINGS[config.position_embedding_type](config)
         self.pos_emb = (
-            nn.Parameter(torch.zeros(1, config.block_size, config.n_embd))
-            if config.position_embedding_type == "learned"
-            else None
+            nn.Parameter(torch.zeros(1, config.block_size, config.n_embd)) if self.positions.learned_table else None
         )
         self.drop = CharGPTDropout(config.embd_pdrop)
         self.blocks = nn.ModuleList(CharGPTBlock(config, i) for i in range(config.n_layer))
@@ -250,38 +225,29 @@ class CharGPTModel(CharGPTPreTrainedModel):
             else:
                 position_ids = torch.arange(past_len, past_len + T, device=input_ids.device).expand(B, T)
                 highest, exact = past_len + T - 1, True
-        cfg = self.config
         if highest is not None or not self.caller_checks_positions:
             self.check_positions(position_ids, highest, exact)
 
-        x = self.tok_emb(input_ids)
-        if self.pos_emb is not None:
-            x = x + self.pos_emb[0, position_ids]
-        elif cfg.position_embedding_type == "sinusoidal":
-            x = x + sinusoidal_positions(position_ids, cfg.n_embd).to(x.dtype)
-        x = self.drop(x)
-        rope = None
-        if cfg.position_embedding_type == "rope":
-            rope = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
+        x = self.drop(self.positions(self.tok_emb(input_ids), position_ids, self.pos_emb))
+        rotation = self.positions.rotation(position_ids)
         kv_len = past_key_values.get_mask_sizes(T, 0)[0] if past_key_values is not None else T
         mask = build_attention_mask(attention_mask, T, past_len, B, input_ids.device, kv_len)
         for block in self.blocks:
-            x = block(x, mask, rope, position_ids, past_key_values)
+            x = block(x, mask, rotation, position_ids, past_key_values)
         return self.ln_f(x)
 
     def check_positions(self, position_ids: torch.Tensor, highest: int | None = None, exact: bool = False) -> None:
         """Refuse a position beyond the learned tables (`pos_emb`, the synthesizer's `w2`/`b2`) with a clear error
-        (rope, sinusoidal and no positions have none: nothing to check).
+        (`config.bounded_context`: rope, sinusoidal and no positions have none, nothing to check).
 
         Reading the positions back would make every training step wait for the device, so the shapes decide
         wherever they can (default positions: `highest` is exact, or an upper bound under a 2D mask). Positions the
         caller gives (packed rows) are checked on the device while training (`torch._assert_async`: no wait on a
         GPU, an immediate error on a CPU) and read back only in evaluation and generation.
         """
-        cfg = self.config
-        if cfg.position_embedding_type != "learned" and cfg.attention_type != "synthesizer":
+        if not self.config.bounded_context:
             return
-        block = cfg.block_size
+        block = self.config.block_size
         if highest is not None and highest < block:
             return
         if exact:
@@ -293,9 +259,10 @@ class CharGPTModel(CharGPTPreTrainedModel):
 
     def _beyond_message(self, what: str) -> str:
         cfg = self.config
+        unbounded = ", ".join(name for name, encoding in POSITION_ENCODINGS.items() if not encoding.bounded)
         return (f"{what} is beyond block_size={cfg.block_size}; position_embedding_type="
                 f"{cfg.position_embedding_type!r} with attention_type={cfg.attention_type!r} cannot run past the "
-                "training context (rope, sinusoidal and none can)")
+                f"training context ({unbounded} can)")
 
 
 class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
@@ -361,7 +328,7 @@ class CharGPTForCausalLM(CharGPTPreTrainedModel, GenerationMixin):
         """GenerationMixin.generate, refusing before any compute to run learned/synthesizer models past block_size."""
         cfg = self.config
         prompt = inputs if inputs is not None else kwargs.get("input_ids")
-        if prompt is not None and (cfg.position_embedding_type == "learned" or cfg.attention_type == "synthesizer"):
+        if prompt is not None and cfg.bounded_context:
             gen = generation_config if generation_config is not None else self.generation_config
             max_new = kwargs.get("max_new_tokens", gen.max_new_tokens)
             if max_new is None:

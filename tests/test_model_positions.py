@@ -16,8 +16,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
-from modeling_chargpt.modeling_chargpt import apply_rope, rope_cos_sin, sinusoidal_positions
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt.answering import question_problem
+from modeling_chargpt.positions import (
+    POSITION_ENCODINGS,
+    PositionEncoding,
+    apply_rope,
+    rope_cos_sin,
+    sinusoidal_positions,
+)
 
 
 def tiny_model(position_embedding_type="learned", attention_type="causal", seed=0, **kwargs) -> CharGPTForCausalLM:
@@ -195,9 +202,11 @@ def test_rope_reference_catches_rotated_values_and_missing_layers():
     model = tiny_model("rope")
     ids = torch.randint(2, 40, (20,))
     expected = reference_logits(model, ids)
-    model.transformer.blocks[1].attn.use_rope = False
+    attn = model.transformer.blocks[1].attn
+    rotating = attn.forward
+    attn.forward = lambda x, mask, rotation, *rest: rotating(x, mask, None, *rest)  # layer 1 skips the rotation
     assert (model(ids[None]).logits[0].double() - expected).abs().max() > 1e-3
-    model.transformer.blocks[1].attn.use_rope = True
+    del attn.forward
     torch.testing.assert_close(model(ids[None]).logits[0].double(), expected, rtol=0, atol=2e-5)
 
 
@@ -298,3 +307,73 @@ def test_a_position_beyond_block_size_is_refused(attention_type):
         model(padded, attention_mask=mask)
     mask[1, :8] = 0
     assert model(padded, attention_mask=mask).logits.shape == (2, 40, 40)  # left padding keeps both in range
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the registry: a new position encoding is one class in positions.py, and one property says where a model stops
+
+
+class ToyPositions(PositionEncoding):
+    """A new encoding written only against positions.py: a learned scale on the sinusoidal table, plus rope at
+    another base, so both hooks and a parameter of its own are exercised."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.scale = torch.nn.Parameter(torch.tensor(0.5))
+
+    @classmethod
+    def check_config(cls, config):
+        if config.n_embd % 4:
+            raise ValueError("position_embedding_type='toy' needs n_embd divisible by 4")
+
+    def forward(self, x, position_ids, table):
+        return x + self.scale * sinusoidal_positions(position_ids, self.config.n_embd)
+
+    def rotation(self, position_ids):
+        cos, sin = rope_cos_sin(position_ids, self.config.head_dim, 100.0)
+        return lambda q, k: (apply_rope(q, cos, sin), apply_rope(k, cos, sin))
+
+
+def test_a_new_position_encoding_needs_only_the_registry(monkeypatch, tmp_path):
+    """Registered at run time (and removed after by monkeypatch), the toy validates, builds, trains its own parameter,
+    runs past block_size, decodes with the KV cache as without it, and saves and loads under its name."""
+    monkeypatch.setitem(POSITION_ENCODINGS, "toy", ToyPositions)
+    with pytest.raises(ValueError, match="divisible by 4"):
+        CharGPTConfig(position_embedding_type="toy", n_embd=6, n_head=3)
+    model = tiny_model("toy")
+    assert "transformer.positions.scale" in model.state_dict() and model.transformer.pos_emb is None
+    assert not model.config.bounded_context
+    ids = torch.randint(2, 40, (2, 20))
+    model.train()(ids, labels=ids).loss.backward()
+    assert model.transformer.positions.scale.grad != 0
+    model.eval()
+    cached = model.generate(ids[:, :5], max_new_tokens=40, do_sample=False)  # 45 > block_size 32 positions
+    assert cached.shape == (2, 45)
+    assert torch.equal(cached, model.generate(ids[:, :5], max_new_tokens=40, do_sample=False, use_cache=False))
+    shifted = model(ids, position_ids=torch.arange(3, 23).expand(2, 20)).logits
+    assert (shifted - model(ids).logits).abs().max() > 1e-3  # positions matter
+    model.save_pretrained(tmp_path)
+    loaded = CharGPTForCausalLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.position_embedding_type == "toy"
+    torch.testing.assert_close(loaded(ids).logits, model(ids).logits, rtol=0, atol=0)
+
+
+def test_bounded_context_is_what_the_length_errors_and_answering_read(monkeypatch):
+    """`config.bounded_context` follows the registry (and synthesizer attention); the model's position check,
+    generate's upfront check and answering.question_problem all read it: made True, a rope model refuses as a
+    learned one does."""
+    for name, encoding in POSITION_ENCODINGS.items():
+        assert CharGPTConfig(position_embedding_type=name).bounded_context is encoding.bounded
+        assert CharGPTConfig(position_embedding_type=name, attention_type="synthesizer").bounded_context
+    tokenizer = CharTokenizer.from_corpus("Where was Ann born?")
+    question = "Where was Ann born?"  # 19 characters + MASK + 20 new ones: 39 positions, past block_size 32
+    model = tiny_model("rope")
+    long_ids = torch.randint(2, 40, (1, 33))
+    model(long_ids)
+    assert question_problem(question, tokenizer, model.config, max_new_tokens=20) is None
+    monkeypatch.setattr(CharGPTConfig, "bounded_context", property(lambda self: True))
+    with pytest.raises(ValueError, match="position 32 is beyond block_size=32"):
+        model(long_ids)
+    with pytest.raises(ValueError, match="more than block_size=32"):
+        model.generate(long_ids[:, :20], max_new_tokens=20, do_sample=False)
+    assert "more than this model's block_size=32" in question_problem(question, tokenizer, model.config, 20)
