@@ -28,7 +28,7 @@ from data_scripts import (
     load_qa_tsv,
     mixed_order,
     name_prompt_dataset,
-    predictable_documents,
+    objective_named,
     recitation_dataset,
     span_corruption_dataset,
     truncation_range,
@@ -141,8 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
-    if data_args.objective == "language_modeling":  # the same documents on either data path
-        docs = predictable_documents(docs)
+    docs = objective_named(data_args.objective).documents(docs)  # the same documents on either data path
     tokenizer = CharTokenizer.from_corpus(text)
     config = build_model_config(model_args, tokenizer.vocab_size)
     model = (CharGPTForCausalLM(config) if seeds is None

@@ -12,8 +12,9 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "corruption": ["CORRUPTION_SPECS", "OBJECTIVES", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption",
-                   "draw_lengths", "predictable_documents", "span_corruption_dataset", "truncation_range"],
+    "corruption": ["CORRUPTION_SPECS", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption", "draw_lengths",
+                   "truncation_range"],
+    "objectives": ["OBJECTIVES", "Objective", "objective_named", "span_corruption_dataset"],
     "device_batches": ["DeviceBatches", "EncodedExamples"],
     "loading": ["ascii_only", "load_pretrain_corpus", "load_qa_tsv", "prompt_length"],
     "mixing": ["InterleavedDataset", "even_interleaving", "mixed_order"],
@@ -34,19 +35,17 @@ if TYPE_CHECKING:
 
     from .corruption import (
         CORRUPTION_SPECS,
-        OBJECTIVES,
         SCHEDULE_TOKENS,
         PlainDocuments,
         SpanCorruption,
         draw_lengths,
-        predictable_documents,
-        span_corruption_dataset,
         truncation_range,
     )
     from .device_batches import DeviceBatches, EncodedExamples
     from .loading import ascii_only, load_pretrain_corpus, load_qa_tsv, prompt_length
     from .mixing import InterleavedDataset, even_interleaving, mixed_order
     from .name_prompts import name_prompt_dataset, name_prompt_example
+    from .objectives import OBJECTIVES, Objective, objective_named, span_corruption_dataset
     from .packing import PackedCollator, pad_collate, pad_fraction
     from .recitation import question_documents, recitation_dataset, recitation_example
     from .synthetic import SyntheticWorld, generate_synthetic_world, write_synthetic_corpus
@@ -76,6 +75,7 @@ __all__ = [
     "DeviceBatches",
     "EncodedExamples",
     "InterleavedDataset",
+    "Objective",
     "PackedCollator",
     "PlainDocuments",
     "SpanCorruption",
@@ -91,9 +91,9 @@ __all__ = [
     "name_prompt_dataset",
     "name_prompt_example",
     "name_prompt_text",
+    "objective_named",
     "pad_collate",
     "pad_fraction",
-    "predictable_documents",
     "prompt_length",
     "question_documents",
     "read_text_file",

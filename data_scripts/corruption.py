@@ -34,15 +34,13 @@ from __future__ import annotations
 
 import random
 
-import datasets
+import torch
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR
 
-__all__ = ["CORRUPTION_SPECS", "OBJECTIVES", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption", "draw_lengths",
-           "predictable_documents", "span_corruption_dataset", "truncation_range"]
+__all__ = ["CORRUPTION_SPECS", "SCHEDULE_TOKENS", "PlainDocuments", "SpanCorruption", "corrupt_documents",
+           "draw_corruptions", "draw_lengths", "plain_rows", "truncation_range"]
 
-# what a pretraining document becomes: the reference's span corruption, or the plain text (`PlainDocuments`)
-OBJECTIVES = ("span_corruption", "language_modeling")
 # The handout whose CharCorruptionDataset is followed, first the default: the newest. Its x and y hold this many
 # characters for a block size, which is what the reference schedule counts per example (all of y, PAD included).
 SCHEDULE_TOKENS = {"2024": lambda block_size: block_size, "2021": lambda block_size: block_size - 1}
@@ -138,23 +136,58 @@ class PlainDocuments(SpanCorruption):
         return doc + PAD_CHAR * (self.block_size - len(doc))
 
 
-def predictable_documents(docs: datasets.Dataset) -> datasets.Dataset:
-    """The documents `PlainDocuments` can train on: one under 2 characters has nothing to predict (wiki.txt ends with
-    an empty one), and a batch of only such rows has no target at all."""
-    return docs.filter(lambda text: len(text) >= 2, input_columns="text", keep_in_memory=True)
+# The same rows built with tensor operations on the training device (data_scripts/device_batches.py).
+_BITS = 1 << 62  # uniform integers below n are drawn as (62 random bits) % n: bias below n / 2**62
 
 
-def span_corruption_dataset(
-    docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, objective: str = "span_corruption",
-    spec: str = CORRUPTION_SPECS[0],
-) -> tuple[datasets.Dataset, SpanCorruption]:
-    """``docs`` (from `load_pretrain_corpus`) with the corruption (or, for ``objective="language_modeling"``, the
-    plain text) as an on-access transform, and the transform itself (call its ``set_epoch`` every epoch)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
-    if objective == "span_corruption":
-        corruption = SpanCorruption(tokenizer, block_size, seed, spec)
-    else:
-        corruption = PlainDocuments(tokenizer, block_size, seed, spec)
-        docs = predictable_documents(docs)
-    return docs.with_transform(corruption), corruption
+def draw_corruptions(
+    doc_lengths: torch.Tensor, block_size: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(L, masked_len, start)`` for documents of ``doc_lengths`` (1-D long), drawn as `draw_lengths` draws them."""
+    low, high = truncation_range(block_size)
+    n, device = doc_lengths.shape[0], doc_lengths.device
+    trunc = torch.randint(low, high + 1, (n,), generator=generator, device=device)
+    bits = torch.randint(0, _BITS, (2, n), generator=generator, device=device)
+    L = torch.minimum(trunc, doc_lengths)
+    masked = torch.where(L > 0, 1 + bits[0] % ((L - 1) // 2).clamp(min=1), 0)
+    start = bits[1] % (L - masked + 1)
+    return L, masked, start
+
+
+def corrupt_documents(
+    ids: torch.Tensor,
+    offsets: torch.Tensor,
+    L: torch.Tensor,
+    masked: torch.Tensor,
+    start: torch.Tensor,
+    block_size: int,
+    pad_token_id: int,
+    mask_token_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``prefix MASK suffix MASK masked PAD...`` (``input_ids``, ``labels`` (n, block_size)) of the documents
+    starting at ``offsets`` in the concatenated ``ids``, for given draws: `SpanCorruption.corrupt`, vectorised."""
+    j = torch.arange(block_size, device=ids.device)[None, :]
+    L, masked, start = L[:, None], masked[:, None], start[:, None]
+    suffix_end = L - masked + 1  # column of the second MASK: prefix, MASK, then the suffix's L - start - masked
+    source = torch.where(j < start, j, torch.where(j < suffix_end, j + masked - 1, j - suffix_end - 1 + start))
+    flat = (offsets[:, None] + source.clamp(min=0)).clamp(max=ids.shape[0] - 1)
+    tokens = ids[flat]
+    is_mask = (j == start) | (j == suffix_end)
+    is_pad = j >= L + 2
+    out = torch.where(is_mask, mask_token_id, tokens)
+    out = torch.where(is_pad, pad_token_id, out)
+    return out, torch.where(is_pad, IGNORE_INDEX, out)
+
+
+def plain_rows(
+    ids: torch.Tensor, offsets: torch.Tensor, doc_lengths: torch.Tensor, block_size: int, pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`PlainDocuments`' rows (``input_ids``, ``labels`` (n, block_size)) and lengths of the documents starting at
+    ``offsets`` in the concatenated ``ids``, gathered on their device: the first ``block_size`` characters, PAD
+    after them, every character a target."""
+    lengths = doc_lengths.clamp(max=block_size)
+    j = torch.arange(block_size, device=ids.device)[None, :]
+    flat = (offsets[:, None] + j).clamp(max=ids.shape[0] - 1)
+    inside = j < lengths[:, None]
+    rows = torch.where(inside, ids[flat], pad_token_id)
+    return rows, torch.where(inside, rows, IGNORE_INDEX), lengths

@@ -46,8 +46,9 @@ import torch
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, packed_causal_mask
 
-from .corruption import OBJECTIVES, truncation_range
+from .corruption import corrupt_documents, draw_corruptions, truncation_range
 from .mixing import check_order, even_interleaving
+from .objectives import objective_named
 
 if TYPE_CHECKING:
     import datasets
@@ -58,48 +59,6 @@ __all__ = ["DeviceBatches", "EncodedExamples", "compiled_packing", "corrupt_docu
            "pack_examples", "trim_rows"]
 
 logger = logging.getLogger(__name__)
-
-_BITS = 1 << 62  # uniform integers below n are drawn as (62 random bits) % n: bias below n / 2**62
-
-
-def draw_corruptions(
-    doc_lengths: torch.Tensor, block_size: int, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(L, masked_len, start)`` for documents of ``doc_lengths`` (1-D long), drawn as `draw_lengths` draws them."""
-    low, high = truncation_range(block_size)
-    n, device = doc_lengths.shape[0], doc_lengths.device
-    trunc = torch.randint(low, high + 1, (n,), generator=generator, device=device)
-    bits = torch.randint(0, _BITS, (2, n), generator=generator, device=device)
-    L = torch.minimum(trunc, doc_lengths)
-    masked = torch.where(L > 0, 1 + bits[0] % ((L - 1) // 2).clamp(min=1), 0)
-    start = bits[1] % (L - masked + 1)
-    return L, masked, start
-
-
-def corrupt_documents(
-    ids: torch.Tensor,
-    offsets: torch.Tensor,
-    L: torch.Tensor,
-    masked: torch.Tensor,
-    start: torch.Tensor,
-    block_size: int,
-    pad_token_id: int,
-    mask_token_id: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows ``prefix MASK suffix MASK masked PAD...`` (``input_ids``, ``labels`` (n, block_size)) of the documents
-    starting at ``offsets`` in the concatenated ``ids``, for given draws: `SpanCorruption.corrupt`, vectorised."""
-    j = torch.arange(block_size, device=ids.device)[None, :]
-    L, masked, start = L[:, None], masked[:, None], start[:, None]
-    suffix_end = L - masked + 1  # column of the second MASK: prefix, MASK, then the suffix's L - start - masked
-    source = torch.where(j < start, j, torch.where(j < suffix_end, j + masked - 1, j - suffix_end - 1 + start))
-    flat = (offsets[:, None] + source.clamp(min=0)).clamp(max=ids.shape[0] - 1)
-    tokens = ids[flat]
-    is_mask = (j == start) | (j == suffix_end)
-    is_pad = j >= L + 2
-    out = torch.where(is_mask, mask_token_id, tokens)
-    out = torch.where(is_pad, pad_token_id, out)
-    return out, torch.where(is_pad, IGNORE_INDEX, out)
-
 
 class _Plan(NamedTuple):
     order: torch.Tensor  # example of each sorted slot, longest first
@@ -219,9 +178,7 @@ class EncodedExamples:
     ) -> None:
         if documents is None and prompts is None:
             raise ValueError("EncodedExamples needs documents, prompts, or both")
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
-        self.plain = objective == "language_modeling"
+        self.objective = objective_named(objective)
         self.block_size = block_size
         self.device = torch.device(device)
         self.pad_token_id = tokenizer.pad_token_id
@@ -266,26 +223,16 @@ class EncodedExamples:
         self, keys: torch.Tensor, valid: torch.Tensor, generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``input_ids``, ``labels`` (n, block_size) and lengths (n,) of the examples ``keys``; slots that are not
-        ``valid`` become empty rows (PAD, -100, length 0). Documents are corrupted with fresh draws (or kept whole)."""
+        ``valid`` become empty rows (PAD, -100, length 0). Documents become their objective's rows (fresh draws of
+        span corruption, or the plain text: objectives.py)."""
         n, block = keys.shape[0], self.block_size
         ids = torch.full((n, block), self.pad_token_id, dtype=torch.long, device=self.device)
         labels = torch.full_like(ids, IGNORE_INDEX)
         lengths = torch.zeros(n, dtype=torch.long, device=self.device)
         is_doc = keys < self.num_documents
-        if self.num_documents and self.plain:
+        if self.num_documents:
             doc = keys.clamp(max=self.num_documents - 1)
-            lengths = self.doc_lengths[doc].clamp(max=block)
-            j = torch.arange(block, device=self.device)[None, :]
-            flat = (self.doc_offsets[doc][:, None] + j).clamp(max=self.doc_ids.shape[0] - 1)
-            inside = j < lengths[:, None]
-            ids = torch.where(inside, self.doc_ids[flat], self.pad_token_id)
-            labels = torch.where(inside, ids, IGNORE_INDEX)
-        elif self.num_documents:
-            doc = keys.clamp(max=self.num_documents - 1)
-            L, masked, start = draw_corruptions(self.doc_lengths[doc], block, generator)
-            doc_ids, doc_labels = corrupt_documents(self.doc_ids, self.doc_offsets[doc], L, masked, start, block,
-                                                    self.pad_token_id, self.mask_token_id)
-            ids, labels, lengths = doc_ids, doc_labels, L + 2
+            ids, labels, lengths = self.objective.device_rows(self, doc, generator)
         if self.num_prompts:
             prompt = (keys - self.num_documents).clamp(0, self.num_prompts - 1)
             ids = torch.where(is_doc[:, None], ids, self.prompt_ids[prompt])

@@ -18,13 +18,17 @@ from torch.utils.data import DataLoader
 
 import train_pretrain
 from data_scripts import (
+    OBJECTIVES,
     InterleavedDataset,
+    Objective,
     PackedCollator,
+    PlainDocuments,
     SpanCorruption,
     load_pretrain_corpus,
     load_qa_tsv,
     mixed_order,
     name_prompt_dataset,
+    objective_named,
     pad_collate,
     span_corruption_dataset,
 )
@@ -209,6 +213,35 @@ def test_plain_documents_are_the_datasets_rows(corpus):
     assert lengths.tolist() == [PackedCollator(BLOCK).strip(row) for row in ds[:]["input_ids"]]
     with pytest.raises(ValueError, match="objective 'denoise': choose one of"):
         EncodedExamples(tok, BLOCK, documents=texts, objective="denoise")
+
+
+def test_a_new_objective_is_one_entry_in_the_registry_and_serves_both_data_paths(corpus, monkeypatch):
+    """An objective registered only in `OBJECTIVES` (a transform, its device rows, its shortest document) is what
+    `span_corruption_dataset` and `EncodedExamples` build, and the documents both train on."""
+    docs, tok, _ = corpus
+    half = BLOCK // 2
+
+    class FirstHalf(PlainDocuments):  # the datasets path: each document's first half-block, uncorrupted
+        def corrupt(self, text, rng):
+            return text[:half] + PAD_CHAR * (self.block_size - len(text[:half]))
+
+    def first_half(encoded, doc, generator):  # the device path: the same rows, gathered
+        lengths = encoded.doc_lengths[doc].clamp(max=half)
+        j = torch.arange(encoded.block_size)[None, :]
+        inside = j < lengths[:, None]
+        ids = torch.where(inside, encoded.doc_ids[(encoded.doc_offsets[doc][:, None] + j).clamp(
+            max=encoded.doc_ids.shape[0] - 1)], encoded.pad_token_id)
+        return ids, torch.where(inside, ids, IGNORE_INDEX), lengths
+
+    monkeypatch.setitem(OBJECTIVES, "first_half", Objective(FirstHalf, first_half, min_length=5))
+    ds, transform = span_corruption_dataset(docs, tok, BLOCK, objective="first_half")
+    texts = objective_named("first_half").documents(docs)["text"]
+    assert isinstance(transform, FirstHalf) and len(ds) == len(texts) == sum(len(t) >= 5 for t in docs["text"])
+    ex = EncodedExamples(tok, BLOCK, documents=texts, objective="first_half")
+    keys = torch.arange(len(texts))
+    ids, labels, lengths = ex.build(keys, torch.ones_like(keys, dtype=torch.bool), torch.Generator())
+    assert ids.tolist() == ds[:]["input_ids"] and labels.tolist() == ds[:]["labels"]
+    assert lengths.tolist() == [min(len(text), half) for text in texts]
 
 
 @pytest.fixture(scope="module")
