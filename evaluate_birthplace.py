@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from tqdm.auto import tqdm
@@ -30,7 +30,7 @@ from evaluation.record_files import as_line, records_path_for, write_records
 from evaluation.records import build_records, find_wiki
 from evaluation.report_html import report_path_for, write_report
 from modeling_chargpt import TASK, BirthplaceQAPipeline
-from modeling_chargpt.answering import AnsweringSettings
+from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
 from training import (
     UsageError,
     atomic_write_json,
@@ -69,15 +69,6 @@ class EvalArguments:
     abstain_below: float | None = field(default=None, metadata={
         "help": "Answer nothing (an empty prediction) where the answer's probability (a reciting model's: of its "
                 "recitation and answer together) is below this, in (0, 1)."})
-    answer_from_recitation: bool | None = field(default=None, metadata={
-        "help": "A reciting model (--recite True) answers with the span (1-3 words) of its own recitation it finds "
-                "most probable as the place where the recitation stops (modeling_chargpt/answering.py), not by free "
-                "decoding. Default: as the model folder saved it (config.answering), else False."})
-    continue_recitation: bool | None = field(default=None, metadata={
-        "help": "With --answer_from_recitation: a recitation cut at its limit (3/4 of the block) is continued, MASK "
-                "forbidden, and the spans reaching into the continuation compete too, each scored as 'recitation "
-                "MASK span MASK' (the finetuning rows of long lines). Default: as the model folder saved it, else "
-                "False."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
     model_card: bool = field(default=False, metadata={
@@ -93,20 +84,22 @@ class EvalArguments:
             for name in EVALUATION) + "; the others answer as the assignment does.", "choices": list(PRESETS)})
 
 
+DecodingArguments = decoding_arguments()  # how the model answers: answering.py's decoding choices
+
+
 def build_parser() -> HfArgumentParser:
-    return HfArgumentParser(EvalArguments, prog="evaluate_birthplace.py")
+    return HfArgumentParser((EvalArguments, DecodingArguments), prog="evaluate_birthplace.py")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_args(build_parser(), argv, stage="evaluate")
+    args, decoding = parse_args(build_parser(), argv, stage="evaluate")
+    chosen = {name: value for name, value in vars(decoding).items() if value is not None}
     if (args.model_name_or_path is None) == (args.baseline is None):
         raise UsageError("give exactly one of --model_name_or_path or --baseline london")
     if args.abstain_below is not None and not 0 < args.abstain_below < 1:
         raise UsageError(f"--abstain_below {args.abstain_below}: must be a probability between 0 and 1 (exclusive)")
-    if args.answer_from_recitation and args.baseline:
-        raise UsageError("--answer_from_recitation needs a reciting model; the London baseline has none")
-    if args.continue_recitation and args.answer_from_recitation is False:
-        raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
+    if any(chosen.values()) and args.baseline:
+        raise UsageError(f"--{next(n for n, v in chosen.items() if v)} needs a model; the London baseline has none")
     if (args.model_card or args.push_to_hub) and args.baseline:
         raise UsageError("--model_card and --push_to_hub need a model folder; the London baseline has none")
     if args.abstain_below is not None and args.baseline:
@@ -130,23 +123,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         config, tokenizer = check_chargpt_folder(args.model_name_or_path)
         check_questions(args.eval_corpus_path, questions, tokenizer, config, args.max_new_tokens)  # before loading
-        if args.answer_from_recitation and config.answer_format != "recite":
+        if decoding.answer_from_recitation and config.answer_format != "recite":
             raise UsageError(f"--answer_from_recitation: {args.model_name_or_path} does not recite (answer_format="
                              f"{config.answer_format!r}); it needs a model finetuned with --recite True")
-        saved = AnsweringSettings.of(config)  # how the model was measured, unless a flag says otherwise
-        span = saved.answer_from_recitation if args.answer_from_recitation is None else args.answer_from_recitation
-        keep_on = saved.continue_recitation if args.continue_recitation is None else args.continue_recitation
-        if keep_on and not span:
-            raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
-        if (span, keep_on) != (bool(args.answer_from_recitation), bool(args.continue_recitation)):
-            logger.info("%s answers as it saved: answer_from_recitation=%s, continue_recitation=%s",
-                        args.model_name_or_path, span, keep_on)
+        # how the model was measured, unless a flag says otherwise; the length and abstention are this command's
+        saved = AnsweringSettings.of(config)
+        settings = replace(saved.choosing(**chosen), max_new_tokens=args.max_new_tokens, abstain_below=None,
+                           abstention=None)
+        try:
+            settings.check()
+        except QuestionError as err:
+            raise UsageError(str(err)) from None
+        kept = {name: getattr(settings, name) for name in DECODING_CHOICES if name not in chosen}
+        if any(kept.values()):
+            logger.info("%s answers as it saved: %s", args.model_name_or_path,
+                        ", ".join(f"{name}={value}" for name, value in kept.items()))
         model, tokenizer = load_chargpt(args.model_name_or_path)
         model = model.to(device)
         if config.answer_format == "recite":
             logger.info("%s answers after reciting what it read about the person (answer_format='recite')",
                         args.model_name_or_path)
-        settings = AnsweringSettings(config.answer_format, span, keep_on, args.max_new_tokens)
         answers, recitations, answer_scores, recitation_scores = ask_pipeline(model, tokenizer, questions, settings,
                                                                               args.batch_size, score=analyse)
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,

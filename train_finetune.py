@@ -29,7 +29,7 @@ from data_scripts import (
     recitation_dataset,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
-from modeling_chargpt.answering import AnsweringSettings
+from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
 from training import (
     ModelArguments,
     SeedStack,
@@ -76,17 +76,7 @@ class FinetuneDataArguments:
                   "learns to recite what it read before naming the place; the saved config says "
                   "answer_format='recite' and the evaluation asks that way. Needs 'Where was NAME born?' questions."},
     )
-    answer_from_recitation: bool | None = field(
-        default=None,
-        metadata={"help": "With --recite True, saved with the model (config.answering) so that evaluate_birthplace.py "
-                  "and the birthplace-qa pipeline answer with the span of the recitation they score highest. Default: "
-                  "--preset's choice (True for best), else False."},
-    )
-    continue_recitation: bool | None = field(
-        default=None,
-        metadata={"help": "With --answer_from_recitation True, saved with the model: recitations cut at their limit "
-                  "are continued and the continuation's spans compete too. Default: --preset's choice."},
-    )
+
 
 
 def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer,
@@ -130,33 +120,38 @@ def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, c
     return SeedStack.build(make_model, seeds), tokenizers[seeds[0]]
 
 
-def answering_choices(data_args: FinetuneDataArguments, preset: str) -> dict[str, bool]:
-    """How the saved model answers beyond its format: the flags given, else the preset's choice (a reciting model
-    only). Refused in one line where the format cannot answer that way."""
-    given = {name: getattr(data_args, name) for name in ("answer_from_recitation", "continue_recitation")
-             if getattr(data_args, name) is not None}
+def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -> dict[str, bool]:
+    """How the saved model answers beyond its format (answering.py's decoding choices): the flags given, else the
+    preset's choice (a reciting model only). Refused in one line where the format cannot answer that way."""
+    given = {name: value for name, value in vars(decoding).items() if value is not None}
     if not data_args.recite:
         if any(given.values()):
             raise UsageError(f"--{next(n for n, v in given.items() if v)} True needs --recite True: only a model "
                              "that recites has a recitation to take the answer from")
         return {}
-    chosen = {**EVALUATION.get(preset, {}), **given}
-    if chosen.get("continue_recitation") and not chosen.get("answer_from_recitation"):
-        raise UsageError("--continue_recitation True only changes --answer_from_recitation True; give both")
+    chosen = {**{k: v for k, v in EVALUATION.get(preset, {}).items() if k in DECODING_CHOICES}, **given}
+    try:
+        AnsweringSettings("recite").choosing(**chosen).check()
+    except QuestionError as err:
+        raise UsageError(str(err)) from None
     return chosen
 
 
+DecodingArguments = decoding_arguments()  # saved with the model: how it answers (answering.py's choices)
+
+
 def build_parser() -> HfArgumentParser:
-    return HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments), prog="train_finetune.py")
+    return HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments, DecodingArguments),
+                            prog="train_finetune.py")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    data_args, model_args, args = parse_args(build_parser(), argv, stage="finetune")
+    data_args, model_args, args, decoding = parse_args(build_parser(), argv, stage="finetune")
     seeds = parse_seeds(args.seeds)
     check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
                 stack_seeds=args.stack_seeds)
     pretrained = data_args.model_name_or_path is not None
-    choices = answering_choices(data_args, args.preset)  # before anything is read
+    choices = answering_choices(data_args, decoding, args.preset)  # before anything is read
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)

@@ -19,9 +19,10 @@ import datasets
 
 from modeling_chargpt import IGNORE_INDEX, PAD_CHAR, CharTokenizer
 
-from .corruption import CORRUPTION_SPECS, span_corruption_dataset
+from .corruption import CORRUPTION_SPECS
 from .loading import load_pretrain_corpus, load_qa_tsv
 from .name_prompts import name_prompt_dataset
+from .objectives import span_corruption_dataset
 from .textfiles import DataFileError
 
 

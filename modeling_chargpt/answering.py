@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 
 import torch
 from tqdm.auto import tqdm
@@ -37,11 +38,13 @@ __all__ = [
     "AnswerScore",
     "AnsweringSettings",
     "Answers",
+    "DECODING_CHOICES",
     "QuestionError",
     "answer_from_recitation",
     "answer_questions",
     "asked_person",
     "continue_recitations",
+    "decoding_arguments",
     "greedy_until_mask",
     "name_prompt_text",
     "predict_birthplaces",
@@ -405,17 +408,28 @@ class QuestionError(ValueError):
     """A question the model cannot answer in its format; the message is one line naming the question."""
 
 
+def _decoding(default: bool, help: str):
+    """A decoding choice: saved with a finetuned model, and an option of train_finetune.py, evaluate_birthplace.py
+    and the pipeline (`decoding_arguments`, `DECODING_CHOICES`) with no code of theirs."""
+    return field(default=default, metadata={"help": help, "decoding": True})
+
+
 @dataclass(frozen=True)
 class AnsweringSettings:
     """How a model answers, saved in its config (`config.answering`) so that whoever loads it answers as it was
     measured. `answer_format` is the config's own field (how it was finetuned); the others are the evaluation's
-    choices (`evaluate_birthplace.py --answer_from_recitation --continue_recitation --max_new_tokens
-    --abstain_below`), kept with the threshold's provenance (`abstention`: the precision and coverage it was chosen
-    for on held-out training questions)."""
+    choices: the decoding choices (fields made with `_decoding`: a new way to decode is such a field and its branch in
+    `answer_questions`), `max_new_tokens` and `abstain_below` (`evaluate_birthplace.py`), kept with the threshold's
+    provenance (`abstention`: the precision and coverage it was chosen for on held-out training questions)."""
 
     answer_format: str = "direct"
-    answer_from_recitation: bool = False
-    continue_recitation: bool = False
+    answer_from_recitation: bool = _decoding(False, (
+        "A reciting model (--recite True) answers with the span (1-3 words) of its own recitation it finds most "
+        "probable as the place where the recitation stops (modeling_chargpt/answering.py), not by free decoding."))
+    continue_recitation: bool = _decoding(False, (
+        "With --answer_from_recitation: a recitation cut at its limit (3/4 of the block) is continued, MASK "
+        "forbidden, and the spans reaching into the continuation compete too, each scored as 'recitation MASK span "
+        "MASK' (the finetuning rows of long lines)."))
     max_new_tokens: int = 32
     abstain_below: float | None = None
     abstention: dict | None = None
@@ -437,14 +451,32 @@ class AnsweringSettings:
         """What `config.answering` holds (answer_format stays the config's own field)."""
         return {k: v for k, v in asdict(self).items() if k != "answer_format"}
 
+    def choosing(self, **choices: typing.Any) -> AnsweringSettings:
+        """These settings with the `choices` that are not None (a flag left out keeps what was saved)."""
+        return replace(self, **{name: value for name, value in choices.items() if value is not None})
+
     def check(self) -> None:
         if self.answer_from_recitation and self.answer_format != "recite":
             raise QuestionError("answer_from_recitation needs a model finetuned to recite (answer_format='recite')")
         if self.continue_recitation and not self.answer_from_recitation:
-            raise QuestionError("continue_recitation only changes answer_from_recitation; give both")
+            raise QuestionError("--continue_recitation True only changes --answer_from_recitation True; give both")
         if self.abstain_below is not None and not 0 < self.abstain_below < 1:
             raise QuestionError(f"abstain_below {self.abstain_below}: must be a probability between 0 and 1 "
                                 "(exclusive)")
+
+
+DECODING_CHOICES: tuple[str, ...] = tuple(f.name for f in fields(AnsweringSettings) if f.metadata.get("decoding"))
+
+
+def decoding_arguments() -> type:
+    """The decoding choices as a dataclass of command-line options (for `HfArgumentParser`): each one None unless
+    given, which means as the model folder saved it (or, for train_finetune.py, as the preset chooses)."""
+    hints = typing.get_type_hints(AnsweringSettings)
+    return make_dataclass("DecodingArguments", [
+        (f.name, hints[f.name] | None, field(default=None, metadata={
+            "help": f"{f.metadata['help']} Default: as the model folder saved it (config.answering), else "
+                    f"{f.default}."}))
+        for f in fields(AnsweringSettings) if f.name in DECODING_CHOICES])
 
 
 @dataclass

@@ -26,13 +26,20 @@ from transformers import Pipeline
 from transformers.dynamic_module_utils import custom_object_save
 from transformers.utils import logging
 
-from .answering import AnsweringSettings, QuestionError, answer_questions, asked_person, question_problem
+from .answering import (
+    DECODING_CHOICES,
+    AnsweringSettings,
+    QuestionError,
+    answer_questions,
+    asked_person,
+    question_problem,
+)
 from .grounding import WikiIndex
 
 logger = logging.get_logger(__name__)
 
 TASK = "birthplace-qa"
-_OVERRIDES = ("answer_from_recitation", "continue_recitation", "max_new_tokens")
+_OVERRIDES = (*DECODING_CHOICES, "max_new_tokens")  # what a call may change of the saved settings
 
 
 class BirthplaceQAPipeline(Pipeline):

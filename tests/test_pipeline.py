@@ -257,3 +257,21 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
                                                                         str(world), "--json", str(out), *flags]) == 1
         last = capsys.readouterr().err.strip().splitlines()[-1]
         assert last.startswith(start) and "Traceback" not in last
+
+
+def test_a_decoding_choice_is_declared_once_in_answering_and_every_entry_point_offers_it():
+    """answering.py's decoding choices (fields of AnsweringSettings) are options of train_finetune.py and
+    evaluate_birthplace.py with the field's help, and arguments of the pipeline, and none of the three names one
+    itself: a new way to decode is a field and its branch of `answer_questions`, in one file."""
+    from modeling_chargpt import answering, pipeline_chargpt
+
+    assert answering.DECODING_CHOICES == ("answer_from_recitation", "continue_recitation")
+    root = Path(__file__).resolve().parents[1]
+    for script in (train_finetune, evaluate_birthplace):
+        actions = {a.dest: a for a in script.build_parser()._actions}
+        for name in answering.DECODING_CHOICES:
+            assert actions[name].default is None, (script.__name__, name)  # None: as saved, or the preset's
+            assert answering.AnsweringSettings.__dataclass_fields__[name].metadata["help"] in actions[name].help
+        assert "continue_recitation" not in (root / f"{script.__name__}.py").read_text()
+    assert set(answering.DECODING_CHOICES) <= set(pipeline_chargpt._OVERRIDES)
+    assert "continue_recitation" not in Path(pipeline_chargpt.__file__).read_text()

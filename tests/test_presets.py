@@ -183,7 +183,7 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
                                                            else [])])
         measured = parse_script(stage, flags)
         assert settings(best) == settings(measured), stage
-    (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best"],
+    _, answers = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best"],
                             stage="evaluate")
     assert (answers.answer_from_recitation, answers.continue_recitation) == (opts.answer_from_recitation,
                                                                             opts.continue_recitation) == (True, True)
@@ -194,11 +194,11 @@ def test_best_preset_needs_the_questions_to_recite_and_leaves_other_presets_eval
         parse_args(train_pretrain.build_parser(), ["--pretrain_corpus_path", "w", "--output_dir", "x", "--preset",
                                                    "best"], stage="pretrain")
     for name in PRESETS:
-        (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", name],
+        _, answers = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", name],
                                 stage="evaluate")
         expected = True if name == "best" else None  # None: as the evaluated model folder saved it
         assert answers.answer_from_recitation is expected and answers.continue_recitation is expected
-    (answers,) = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best",
+    _, answers = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best",
                                                                  "--continue_recitation", "False"], stage="evaluate")
     assert answers.answer_from_recitation and not answers.continue_recitation  # a flag given wins
 
