@@ -19,15 +19,13 @@ from modeling_chargpt.pipeline_chargpt import save_pipeline_files
 from .files import atomic_write_json, replace_folder
 from .hub import write_model_card
 from .reporting import plot_loss_curve
-from .seeds import SeedStack
-from .stacking import SeedEnsemble
 from .state import TrainResult, TrainState
 
 
 def _folders(model: torch.nn.Module, output_dir: str) -> list[tuple[torch.nn.Module, Path, int | None]]:
     """(model, folder, member index) for each model to save: the model into `output_dir`, or each member of a
     `SeedStack` or `SeedEnsemble` into `output_dir`/seed-S."""
-    if isinstance(model, SeedStack | SeedEnsemble):
+    if hasattr(model, "members"):  # a `--seeds` model: SeedStack or SeedEnsemble
         return [(member, Path(output_dir) / f"seed-{seed}", i) for i, (seed, member)
                 in enumerate(zip(model.seeds, model.members, strict=True))]
     return [(model, Path(output_dir), None)]

@@ -31,8 +31,8 @@ from .export import save_final, save_snapshot
 from .outputs import check_output_dir
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
-from .seeds import ON_DEVICE, SeedBatches, SeedStack, clip_groups, dropout_seed
-from .stacking import SeedEnsemble, clip_members_
+from .seeds import ON_DEVICE, SeedBatches, dropout_seed
+from .stacking import SeedEnsemble
 from .state import Loss, TrainResult, TrainState
 from .stopping import StopRequest
 from .syncing import LossWindow, resolve_sync_steps
@@ -92,15 +92,9 @@ def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
     if not args.torch_compile:
         return model
     backend = args.torch_compile_backend or "inductor"
-    try:
-        if isinstance(model, SeedEnsemble):  # the vmapped members' loss; seeding stays outside
-            model.compile_losses(mode=args.torch_compile_mode, backend=backend)
-            compiled = model
-        elif isinstance(model, SeedStack):  # each member on its own: the dropout reseeding between them stays outside
-            compiled = SeedStack([torch.compile(member, mode=args.torch_compile_mode, backend=backend)
-                                  for member in model.members], model.seeds)
-        else:
-            compiled = torch.compile(model, mode=args.torch_compile_mode, backend=backend)
+    compile = partial(torch.compile, mode=args.torch_compile_mode, backend=backend)
+    try:  # `--seeds` models compile their own way (training/seeds.py, training/stacking.py)
+        compiled = model.compiled_steps(compile) if hasattr(model, "compiled_steps") else compile(model)
     except RuntimeError as err:  # an unknown mode or backend; torch's message lists the valid ones
         raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} --torch_compile_backend {backend}: "
                          f"{err}") from None
@@ -309,21 +303,15 @@ def _syncs_at(step: int, sync_steps: int, checkpointing_steps: int, total_steps:
 
 
 def _clipper(accelerator: Accelerator, model: torch.nn.Module, max_norm: float) -> Callable[[], None]:
-    """The step's gradient clipping (nothing when `max_norm` is 0): the model's norm, or each `--seeds` member's
-    on its own, as separate runs clip (`clip_groups`; stacked members: `clip_members_`)."""
-    unwrapped = accelerator.unwrap_model(model)
+    """The step's gradient clipping (nothing when `max_norm` is 0): the model's norm, or as a `--seeds` model clips
+    its members, each on its own as its separate run does (its `clipper`)."""
     if max_norm <= 0:
         return lambda: None
-    if isinstance(unwrapped, SeedEnsemble):
-        parameters = list(model.parameters())
-        return lambda: clip_members_(parameters, max_norm)
-    groups = clip_groups(model, unwrapped)
-
-    def clip() -> None:
-        for parameters in groups:
-            accelerator.clip_grad_norm_(parameters, max_norm)
-
-    return clip
+    unwrapped = accelerator.unwrap_model(model)
+    if hasattr(unwrapped, "clipper"):
+        return unwrapped.clipper(accelerator, model, max_norm)
+    parameters = list(model.parameters())
+    return lambda: accelerator.clip_grad_norm_(parameters, max_norm)
 
 
 def _optimizer_step(

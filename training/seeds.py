@@ -10,7 +10,7 @@ exactly what its separate run computes:
 * dropout: `SeedStack.forward` reseeds with `dropout_seed(seed_i, step)` before member i's forward, `step` being
   the loop's optimizer step;
 * gradients: the loss is the SUM of the members' losses and their parameters are disjoint, so member i's
-  gradient is its run's; the loop clips each member's norm on its own (`clip_groups`);
+  gradient is its run's; the loop clips each member's norm on its own (`SeedStack.clipper`);
 * optimizer and schedule: one AdamW over every member's tensors with the same two groups is elementwise the
   same per tensor, and every member sees the same examples per step, hence the same learning rate.
 
@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
+from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 from transformers.utils import ModelOutput
@@ -122,13 +123,22 @@ class SeedStack(nn.Module):
         stacked = torch.stack(losses)
         return SeedStackOutput(loss=stacked.sum(), losses=stacked)
 
+    def compiled_steps(self, compile: Callable[[nn.Module], nn.Module]) -> SeedStack:
+        """What the steps call under `--torch_compile`: each member compiled on its own, the dropout reseeding
+        between them outside (the members' parameters are shared, so saving keeps using this stack)."""
+        return SeedStack([compile(member) for member in self.members], self.seeds)
 
-def clip_groups(model: nn.Module, unwrapped: nn.Module) -> list[list[nn.Parameter]]:
-    """The parameter sets whose gradient norms are clipped each on its own, as separate runs clip: each member's when
-    `unwrapped` (the prepared `model` without its wrappers) is a `SeedStack`, else all of `model`'s."""
-    if isinstance(unwrapped, SeedStack):
-        return [list(member.parameters()) for member in unwrapped.members]
-    return [list(model.parameters())]
+    def clipper(self, accelerator: Accelerator, prepared: nn.Module, max_norm: float) -> Callable[[], None]:
+        """Each member's gradient norm clipped on its own, as its separate run clips (`prepared`, the stack as
+        Accelerate wrapped it, shares the members' parameters)."""
+        del prepared
+        groups = [list(member.parameters()) for member in self.members]
+
+        def clip() -> None:
+            for parameters in groups:
+                accelerator.clip_grad_norm_(parameters, max_norm)
+
+        return clip
 
 
 class SeedBatches:

@@ -22,6 +22,7 @@ import copy
 from collections.abc import Callable
 
 import torch
+from accelerate import Accelerator
 from torch import nn
 from torch.func import functional_call, vmap
 
@@ -50,6 +51,18 @@ class SeedEnsemble(nn.Module):
         self._stack = (stack,)  # a tuple: not a submodule, so its copies are neither prepared nor saved twice
         self._losses: Callable = vmap(self._member_loss, randomness="different")
 
+    def compiled_steps(self, compile: Callable) -> SeedEnsemble:
+        """What the steps call under `--torch_compile`: this module, its vmapped members' loss compiled (seeding
+        and stacking the batches stay eager)."""
+        self._losses = compile(self._losses)
+        return self
+
+    def clipper(self, accelerator: Accelerator, prepared: nn.Module, max_norm: float) -> Callable[[], None]:
+        """The stacked gradients clipped member by member (`clip_members_`), as the separate runs clip."""
+        del accelerator
+        parameters = list(prepared.parameters())
+        return lambda: clip_members_(parameters, max_norm)
+
     def _member_loss(self, parameters: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return functional_call(self.stacked, parameters, kwargs=batch).loss
 
@@ -60,10 +73,6 @@ class SeedEnsemble(nn.Module):
             self.stacked.base_model.check_positions(batch["position_ids"])
         losses = self._losses(self._named_parameters, batch)
         return SeedStackOutput(loss=losses.sum(), losses=losses)
-
-    def compile_losses(self, **options) -> None:
-        """`--torch_compile`: compile the vmapped members' loss (seeding and stacking the batches stay eager)."""
-        self._losses = torch.compile(self._losses, **options)
 
     @property
     def members(self) -> list[nn.Module]:

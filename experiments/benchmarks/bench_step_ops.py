@@ -41,12 +41,12 @@ import train_pretrain
 from data_scripts import DeviceBatches
 from data_scripts import device_batches as device_batches_module
 from modeling_chargpt import CharGPTForCausalLM
-from training import atomic_write_json, loop
+from training import atomic_write_json, loop, stacking
 
 # (owner, attribute, phase): the functions a step calls, innermost phase wins
 PHASES = [(DeviceBatches, "__call__", "batch drawing"), (device_batches_module, "pack_examples", "packing"),
           (CharGPTForCausalLM, "forward", "forward"), (Accelerator, "backward", "backward"),
-          (Accelerator, "clip_grad_norm_", "clip"), (loop, "clip_members_", "clip"),
+          (Accelerator, "clip_grad_norm_", "clip"), (stacking, "clip_members_", "clip"),
           (torch.optim.AdamW, "step", "optimizer"),
           (torch.optim.Optimizer, "zero_grad", "zero_grad"), (loop, "_optimizer_step", "step, other")]
 
