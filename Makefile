@@ -13,7 +13,7 @@ demo:            ## tiny pipeline on the synthetic corpus (minutes on a CPU)
 test:            ## what CI runs: fresh venv, install, ruff, pytest
 	bash .ci/run
 
-reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference|light|demo] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off] [STACK=1] [RESUME=1: go on after a stop]
+reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference|light|demo|NAME of recipes/] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off] [STACK=1] [RESUME=1: go on after a stop]
 	. .venv/bin/activate && python experiments/run_experiments.py --data_dir $(DATA) --out_dir $(OUT) \
 		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto) \
 		$(if $(STACK),--stack_seeds,) $(if $(RESUME),--resume,)

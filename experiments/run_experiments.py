@@ -4,7 +4,8 @@ For each position variant: pretrain -> finetune -> evaluate on dev (and write te
 from scratch and the London baseline. Each training stage runs the user's script as its own process (one process
 needs no launcher: `python SCRIPT` with the threads `accelerate launch --num_cpu_threads_per_process` would set),
 so what this measures is what a user runs; evaluations run `evaluate_birthplace.main` in this process, each with its
-own log (seconds of imports saved per evaluation). Writes `results.json` and `results.md` into --out_dir.
+own log (seconds of imports saved per evaluation). Every stage runs `--recipe NAME`'s file, recipes/NAME.yaml, as
+`--preset NAME` (reference, light, demo, ...). Writes `results.json` and `results.md` into --out_dir.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 import evaluate_birthplace
+import recipes
 from evaluation.record_files import file_lines
 from training.checkpoints import TRAINER_STATE, find_latest_checkpoint
 from training.cli import UsageError, check_flags, run_logged, run_to_end
@@ -31,31 +33,6 @@ from training.files import atomic_write_json, atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 # Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
 DEV_GROUPS = {"paraphrased": "birth_dev_paraphrased.tsv", "single": "birth_dev_single.tsv"}
-
-# Tiny shapes and budgets; flags go to both training scripts unless prefixed by the stage.
-RECIPES: dict[str, dict] = {
-    "reference": {"shape": [], "pretrain": [], "finetune": [], "finetune_scratch": []},
-    # The reference model and schedule shape with a small budget: measures the pipeline on the real data fast.
-    "light": {
-        "shape": [],
-        "pretrain": ["--num_train_epochs", "10"],
-        "finetune": ["--num_train_epochs", "10"],
-        "finetune_scratch": ["--num_train_epochs", "10"],
-    },
-    # The demo's tiny model on the synthetic world (data_scripts/synthetic.py), chosen by measurement on 2 CPU cores:
-    # ~2,000 pretraining steps of 64 documents memorise the world's birthplaces, and the gentle finetuning keeps
-    # them. Measured numbers: results/demo_cpu.json (the README's demo table).
-    "demo": {
-        "shape": ["--n_layer", "2", "--n_head", "4", "--n_embd", "128", "--block_size", "128", "--dropout", "0",
-                  "--shuffle", "True"],
-        "pretrain": ["--num_train_epochs", "144", "--per_device_train_batch_size", "64", "--learning_rate", "3e-3",
-                     "--warmup_tokens", "325120"],
-        "finetune": ["--num_train_epochs", "30", "--per_device_train_batch_size", "32", "--learning_rate", "1e-4",
-                     "--shuffle", "True"],
-        "finetune_scratch": ["--num_train_epochs", "30", "--per_device_train_batch_size", "32",
-                             "--learning_rate", "1e-4"],
-    },
-}
 
 # The GPU fast path (issue 23): what each stage adds on a CUDA device (`--fast_path auto`, the default) or always
 # (`on`). Pretraining builds its batches on the device; its losses are read back every --logging_steps there
@@ -191,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the three TSVs.")
     parser.add_argument("--out_dir", required=True)
-    parser.add_argument("--recipe", default="reference", choices=sorted(RECIPES))
+    parser.add_argument("--recipe", default="reference", choices=recipes.names(),
+                        help="recipes/NAME.yaml: every stage runs with --preset NAME (e.g. demo, light, cpu-fast).")
     parser.add_argument("--variants", default="learned,rope", help="Comma-separated position types to pretrain.")
     parser.add_argument("--synthesizer", action="store_true", help="Also run learned positions + synthesizer.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants (with the "
@@ -227,14 +205,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_all_stage_flags(opts: argparse.Namespace) -> None:
     """Every stage's flags as main() will pass them (paths aside), checked before the first stage runs."""
-    recipe, extra = RECIPES[opts.recipe], opts.extra.split()
+    recipe, extra = ["--preset", opts.recipe], opts.extra.split()
+    given = [*extra, *opts.pretrain_extra.split(), *opts.finetune_extra.split()]
+    if opts.recipe != "reference" and "--preset" in given:
+        sys.exit(f"error: --recipe {opts.recipe} is --preset {opts.recipe} in every stage: give one recipe, not a "
+                 "--preset in --extra too")
     both = "--extra (it reaches both scripts; flags of train_pretrain.py alone go in --pretrain_extra)"
     if not opts.skip_baselines:
-        check_stage_flags("finetune", [*recipe["shape"], *recipe["finetune_scratch"], *extra], both)
+        check_stage_flags("finetune", [*recipe, *extra], both)
     if opts.variants or opts.synthesizer:
-        check_stage_flags("pretrain", [*recipe["shape"], *pretrain_stage_flags(opts), *extra],
+        check_stage_flags("pretrain", [*pretrain_stage_flags(opts), *extra],
                           "--extra / --pretrain_extra")
-        finetune = [*recipe["finetune"], *extra, *opts.finetune_extra.split()]
+        finetune = [*recipe, *extra, *opts.finetune_extra.split()]
         where = both if not opts.finetune_extra else "--extra / --finetune_extra"
         check_stage_flags("finetune", finetune, where)
         if seeds_together(opts):
@@ -259,7 +241,7 @@ def pretrain_stage_flags(opts: argparse.Namespace) -> list[str]:
     """train_pretrain.py's flags from the recipe and options (the fast path's first, so the others override it)."""
     fast = FAST_PATH["pretrain"] if fast_path_on(opts.fast_path) else []
     seeds = seed_flags(opts)
-    flags = [*fast, *seeds, *RECIPES[opts.recipe]["pretrain"]]
+    flags = ["--preset", opts.recipe, *fast, *seeds]
     if opts.pretrain_epochs is not None:
         flags += ["--num_train_epochs", str(opts.pretrain_epochs)]
     if opts.save_epochs:
@@ -304,9 +286,9 @@ def main() -> None:
     check_all_stage_flags(opts)
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    recipe = RECIPES[opts.recipe]
+    recipe = ["--preset", opts.recipe]  # every stage: recipes/NAME.yaml
     extra = opts.extra.split()
-    finetune_flags = [*recipe["finetune"], *extra, *opts.finetune_extra.split()]  # from a pretrained model
+    finetune_flags = [*recipe, *extra, *opts.finetune_extra.split()]  # from a pretrained model
     wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"
     dev, test = data / "birth_dev.tsv", data / "birth_test_inputs.tsv"
     groups = {name: data / fname for name, fname in DEV_GROUPS.items() if (data / fname).exists()}
@@ -353,7 +335,7 @@ def main() -> None:
         print(f"[{opts.recipe}] no pretraining: finetune from scratch", flush=True)
         t = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
                                              str(train_tsv), "--output_dir", str(scratch_dir), "--disable_tqdm",
-                                             "True", *recipe["shape"], *recipe["finetune_scratch"], *extra],
+                                             "True", *recipe, *extra],
                        opts.threads),
                 out / "scratch-finetune.log")
         report({"name": "no pretraining (learned)", "train_seconds": round(t, 1),
@@ -364,7 +346,7 @@ def main() -> None:
         variants.append(("learned", "synthesizer"))
     seeds = [int(s) for s in opts.seeds.split(",")]
     for position, attention in variants:
-        variant = [*recipe["shape"], "--position_embedding_type", position, "--attention_type", attention]
+        variant = ["--position_embedding_type", position, "--attention_type", attention]
         # with the fast path every seed of the variant at once (each member's folder, its share of the seconds)
         together = pretrain_together(opts, wiki, out, f"{position}-{attention}-seeds",
                                      [*variant, "--disable_tqdm", "True", *pretrain_flags, *extra], seeds)
