@@ -283,7 +283,7 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
         return flags, together, finetuned
 
     flags, together, finetuned = plan("0,1", cuda=True)
-    assert flags[:4] == ["--device_data", "True", "--seeds", "0,1"]
+    assert flags[:6] == ["--preset", "demo", "--device_data", "True", "--seeds", "0,1"]  # the recipe, then the path
     folder = tmp_path / "rope-causal-seeds-pretrain"
     assert together == {0: (folder / "seed-0", 6.0, {}), 1: (folder / "seed-1", 6.0, {})}  # the 12 s shared
     tuned = tmp_path / "rope-causal-seeds-finetune"
@@ -301,7 +301,7 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
     assert len(calls) == 2
     # --stack_seeds (make reproduce STACK=1): both processes train their members stacked; nothing without --seeds
     flags, _, _ = plan("0,1", True, "--stack_seeds")
-    assert flags[:6] == ["--device_data", "True", "--seeds", "0,1", "--stack_seeds", "True"]
+    assert flags[2:8] == ["--device_data", "True", "--seeds", "0,1", "--stack_seeds", "True"]
     tune_cmd = calls[-1][0]
     assert tune_cmd[tune_cmd.index("--seeds"):tune_cmd.index("--seeds") + 4] == ["--seeds", "0,1", "--stack_seeds",
                                                                                  "True"]
