@@ -1618,6 +1618,30 @@ def confidence_faithful_h100(results: Results) -> str:
                   "coverage"], rows)
 
 
+# ---------------------------------------------------------------------------------------------------- misses
+
+
+def miss_table(result: dict) -> str:
+    """experiments/miss_split.py's split: per kind of question, how many there are and each model's right answers,
+    then each model's misses by what it answered."""
+    models = result["models"]
+    rows = []
+    for kind in ["all", *result["kinds"]]:
+        counts = [m["kinds"][kind] for m in models.values()]
+        shares = [100 * c["right"] / c["questions"] if c["questions"] else 0.0 for c in counts]
+        rows.append([kind, counts[0]["questions"], *(f"{c['right']} ({s:.1f}%)" for c, s in zip(counts, shares,
+                                                                                                  strict=True)),
+                     pct(statistics.mean(shares))])
+    for how in result["answers"]:
+        answered = [m["misses_answered"][how] for m in models.values()]
+        rows.append([f"misses answered with {how}", "", *answered, f"{statistics.mean(answered):.1f}"])
+    return table(["dev questions", "of 500", *models, "mean right"], rows)
+
+
+def miss_split(results: Results) -> str:
+    return miss_table(results["miss_split_cpu"])
+
+
 # ---------------------------------------------------------------------------------------------------- presets
 
 
@@ -1655,7 +1679,7 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
-    span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100)}
+    span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -1,0 +1,119 @@
+"""Where the best models miss (issue 72's first step): the dev questions split by the kind of their person's
+wiki.txt line, and each model's misses split by what it answered.
+
+    python experiments/miss_split.py --data_dir ../shared/data --predictions A.dev.predictions B.dev.predictions \
+        [--name NAME] [--out results/miss_split_cpu.json]
+
+The kinds (`KINDS`): the place is not in the person's line (nothing to recite it from); it is, and first ends within
+the recitation limit (96 characters of a 128 block), or past it (a recitation is cut before it); and, across those,
+a name that occurs in other people's lines too. Every place of the real data is one word. A miss is an empty answer,
+a wrong span of the person's line (it recited, then chose or copied wrongly), or words that are not in the line.
+Several prediction files (seeds) are one column each, then their mean. Reads files only: no model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from docs_tables import miss_table
+
+from modeling_chargpt.answering import asked_person, recitation_limit
+from modeling_chargpt.grounding import WikiIndex, whole_word_spans
+from training.files import atomic_write_json
+
+BLOCK_SIZE = 128  # the reference's: the recitation limit of every model measured
+
+
+@dataclass(frozen=True)
+class Question:
+    gold: str
+    line: str  # the person's wiki.txt line ("" when the name is in none)
+    lines_with_name: int
+
+    def place_at(self) -> tuple[int, int] | None:
+        """Where the place first occurs in the line as whole words."""
+        return next(whole_word_spans(self.line, self.gold), None)
+
+
+KINDS: dict[str, Callable[[Question], bool]] = {
+    "place not in the person's line": lambda q: q.place_at() is None,
+    "place in the line, within the recitation limit": lambda q: 0 < (q.place_at() or (0, 0))[1] <= recitation_limit(
+        BLOCK_SIZE),
+    "place ends past the recitation limit": lambda q: (q.place_at() or (0, 0))[1] > recitation_limit(BLOCK_SIZE),
+    "name in other people's lines too": lambda q: q.lines_with_name > 1,
+}
+ANSWERS: dict[str, Callable[[Question, str], bool]] = {
+    "nothing": lambda q, answer: not answer.strip(),
+    "a wrong span of the line": lambda q, answer: bool(answer.strip()) and next(
+        whole_word_spans(q.line, answer.strip()), None) is not None,
+    "words not in the line": lambda q, answer: bool(answer.strip()) and next(
+        whole_word_spans(q.line, answer.strip()), None) is None,
+}
+
+
+def read_questions(data_dir: Path) -> list[Question]:
+    """birth_dev.tsv's questions with their person's line (the first line holding the full name)."""
+    wiki = WikiIndex((data_dir / "wiki.txt").read_text(encoding="utf-8"), data_dir / "wiki.txt")
+    questions = []
+    for row in (data_dir / "birth_dev.tsv").read_text(encoding="utf-8").splitlines():
+        question, gold = row.split("\t")
+        name = asked_person(question)
+        lines = wiki.lines_with(name) if name else ()
+        questions.append(Question(gold, wiki.lines[lines[0] - 1] if lines else "", len(lines)))
+    return questions
+
+
+def split(questions: list[Question], answers: list[str]) -> dict:
+    """One model: right answers and misses per kind of question, and its misses by what it answered."""
+    if len(answers) != len(questions):
+        raise SystemExit(f"error: {len(answers)} predictions for {len(questions)} dev questions")
+    right = [answer == q.gold for q, answer in zip(questions, answers, strict=True)]
+    kinds = {}
+    for kind, of_kind in [("all", lambda q: True), *KINDS.items()]:
+        chosen = [i for i, q in enumerate(questions) if of_kind(q)]
+        kinds[kind] = {"questions": len(chosen), "right": sum(right[i] for i in chosen)}
+    missed = [i for i, ok in enumerate(right) if not ok]
+    answered = {how: sum(is_it(questions[i], answers[i]) for i in missed) for how, is_it in ANSWERS.items()}
+    return {"kinds": kinds, "misses_answered": answered}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and birth_dev.tsv.")
+    parser.add_argument("--predictions", nargs="+", required=True, help="Dev predictions, one file per model.")
+    parser.add_argument("--labels", nargs="+", help="A short name per predictions file, in order (default: the "
+                        "files' names).")
+    parser.add_argument("--name", help="What the models are (stored in --out).")
+    parser.add_argument("--out", help="Write the split here as JSON.")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = build_parser().parse_args(argv)
+    data = Path(opts.data_dir)
+    for needed in (data / "wiki.txt", data / "birth_dev.tsv", *map(Path, opts.predictions)):
+        if not needed.is_file():
+            raise SystemExit(f"error: {needed}: file not found")
+    labels = opts.labels or [Path(path).name.removesuffix(".dev.predictions") for path in opts.predictions]
+    if len(labels) != len(opts.predictions) or len(set(labels)) != len(labels):
+        raise SystemExit(f"error: --labels: {len(opts.predictions)} distinct names, one per predictions file")
+    questions = read_questions(data)
+    models = {label: {"predictions": path, **split(questions, Path(path).read_text(encoding="utf-8").splitlines())}
+              for label, path in zip(labels, opts.predictions, strict=True)}
+    result = {"what": opts.name or "dev misses by kind of question", "block_size": BLOCK_SIZE,
+              "date": datetime.date.today().isoformat(),
+              "command": shlex.join(["python", "experiments/miss_split.py", *(sys.argv[1:] if argv is None else argv)]),
+              "kinds": list(KINDS), "answers": list(ANSWERS), "models": models}
+    print(miss_table(result))
+    if opts.out:
+        atomic_write_json(opts.out, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""experiments/miss_split.py: dev questions split by the kind of their person's line, misses by what was answered."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_readme_commands import load
+
+LONG = "x" * 90  # pushes a place past the recitation limit (96 characters of a 128 block)
+WIKI = "\n".join([
+    "Ann Lee. Ann Lee was born in Paris.",  # place in the line
+    f"Bo Kim. Bo Kim, a painter {LONG}, was born in Rome.",  # place past the limit
+    "Cy Doe. Cy Doe was a sailor.",  # place not in the line
+    "Di Ray. Di Ray was born in New York City; she met Ann Lee.",  # Ann Lee in another line
+])
+DEV = "\n".join(["Where was Ann Lee born?\tParis", "Where was Bo Kim born?\tRome", "Where was Cy Doe born?\tLima",
+                 "Where was Di Ray born?\tNew York City"])
+
+
+def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
+    split = load("experiments/miss_split.py")
+    (tmp_path / "wiki.txt").write_text(WIKI)
+    (tmp_path / "birth_dev.tsv").write_text(DEV + "\n")
+    first, second = tmp_path / "a.dev.predictions", tmp_path / "b.dev.predictions"
+    first.write_text("Paris\nBo Kim\nMars\n\n")  # right; a span of the line; words not in it; nothing
+    second.write_text("Paris\nRome\nLima\nNew York City\n")  # all right
+    out = tmp_path / "split.json"
+    split.main(["--data_dir", str(tmp_path), "--predictions", str(first), str(second), "--out", str(out),
+                "--labels", "a", "b"])
+    result = json.loads(out.read_text())
+    a, b = result["models"]["a"], result["models"]["b"]
+    assert a["kinds"]["all"] == {"questions": 4, "right": 1} and b["kinds"]["all"] == {"questions": 4, "right": 4}
+    assert a["kinds"]["place not in the person's line"] == {"questions": 1, "right": 0}
+    assert a["kinds"]["place ends past the recitation limit"] == {"questions": 1, "right": 0}
+    assert a["kinds"]["place in the line, within the recitation limit"] == {"questions": 2, "right": 1}
+    assert a["kinds"]["name in other people's lines too"] == {"questions": 1, "right": 1}  # Ann Lee, in Di Ray's
+    assert a["misses_answered"] == {"nothing": 1, "a wrong span of the line": 1, "words not in the line": 1}
+    printed = capsys.readouterr().out
+    assert "| all | 4 | 1 (25.0%) | 4 (100.0%) | 62.5% |" in printed and a["predictions"] == str(first)
+    with pytest.raises(SystemExit, match="--labels: 2 distinct names"):
+        split.main(["--data_dir", str(tmp_path), "--predictions", str(first), str(second), "--labels", "a", "a"])
+    with pytest.raises(SystemExit, match="3 predictions for 4 dev questions"):
+        first.write_text("Paris\nRome\nLima")
+        split.main(["--data_dir", str(tmp_path), "--predictions", str(first)])
