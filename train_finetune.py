@@ -76,6 +76,13 @@ class FinetuneDataArguments:
                   "learns to recite what it read before naming the place; the saved config says "
                   "answer_format='recite' and the evaluation asks that way. Needs 'Where was NAME born?' questions."},
     )
+    recitation_chars: int | None = field(
+        default=None,
+        metadata={"help": "With --recite True (not in the reference): the most characters a recitation may take, "
+                  "name included, saved with the model (config.recitation_chars) so that it recites as far at "
+                  "evaluation. Default: three quarters of block_size (96 of 128), which leaves room for a "
+                  "32-character answer; a place ending past it is cut from every recitation row."},
+    )
 
 
 
@@ -152,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stack_seeds=args.stack_seeds)
     pretrained = data_args.model_name_or_path is not None
     choices = answering_choices(data_args, decoding, args.preset)  # before anything is read
+    if data_args.recitation_chars is not None and (not data_args.recite or data_args.recitation_chars < 1):
+        raise UsageError(f"--recitation_chars {data_args.recitation_chars}: a positive number of characters, with "
+                         "--recite True")
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
@@ -169,8 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
     deviations = {}
     if data_args.recite:
-        prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path)
+        prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path,
+                                     limit=data_args.recitation_chars)
         deviations["answer_format"] = "recite"
+        if data_args.recitation_chars:
+            deviations["recitation_chars"] = data_args.recitation_chars
+            for member in members:
+                member.config.recitation_chars = data_args.recitation_chars
     else:
         prompts = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
     # How the saved model answers, for evaluate_birthplace.py and the birthplace-qa pipeline: its format, and the

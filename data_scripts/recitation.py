@@ -73,9 +73,11 @@ def question_documents(
     return found
 
 
-def recitation_example(name: str, document: str, answer: str, tokenizer, block_size: int) -> dict[str, list[int]]:
-    """``{"input_ids", "labels"}`` (each ``block_size`` long): targets after the name, PAD ignored."""
-    ids = tokenizer.encode_text(recitation_text(name, document, answer, block_size))
+def recitation_example(name: str, document: str, answer: str, tokenizer, block_size: int,
+                       limit: int | None = None) -> dict[str, list[int]]:
+    """``{"input_ids", "labels"}`` (each ``block_size`` long): targets after the name, PAD ignored; the recitation
+    cut at ``limit`` characters (default: `recitation_limit`)."""
+    ids = tokenizer.encode_text(recitation_text(name, document, answer, block_size, limit))
     pad = tokenizer.pad_token_id
     labels = [IGNORE_INDEX if (i < len(name) or t == pad) else t for i, t in enumerate(ids)]
     return {"input_ids": ids, "labels": labels}
@@ -83,7 +85,7 @@ def recitation_example(name: str, document: str, answer: str, tokenizer, block_s
 
 def recitation_dataset(
     qa: datasets.Dataset, documents: list[str], tokenizer, block_size: int, source: str | os.PathLike,
-    needed_by: str = "--recite True",
+    needed_by: str = "--recite True", limit: int | None = None,
 ) -> datasets.Dataset:
     """The recitation rows of a `load_qa_tsv` Dataset of ``Where was NAME born?`` questions, each matched to the
     document that starts with NAME (`question_documents`); a question without one, an answer that does not fit or a
@@ -93,7 +95,7 @@ def recitation_dataset(
     rows: dict[str, list[list[int]]] = {"input_ids": [], "labels": []}
     for line, (question, answer, doc) in enumerate(zip(qa["question"], qa["answer"], which, strict=True), start=1):
         try:
-            row = recitation_example(asked_person(question), documents[doc], answer, tokenizer, block_size)
+            row = recitation_example(asked_person(question), documents[doc], answer, tokenizer, block_size, limit)
         except (ValueError, UnknownCharacterError) as err:
             raise DataFileError(source, line, str(err)) from None
         for key in rows:

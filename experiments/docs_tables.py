@@ -1642,6 +1642,21 @@ def miss_split(results: Results) -> str:
     return miss_table(results["miss_split_cpu"])
 
 
+def recitation_chars(results: Results) -> str:
+    """--recitation_chars on held-out training questions, split as miss_split.py splits dev."""
+    data = results["recitation_chars_cpu"]
+    kinds = ["place in the line, within the recitation limit", "place ends past the recitation limit"]
+    rows = []
+    for r in data["runs"]:
+        default = " (the default)" if r["recitation_chars"] == 96 else ""
+        flag = f"`--recitation_chars {r['recitation_chars']}`{default}"
+        rows.append([flag, f"**{score(r['holdout'])}**",
+                     *(f"{r['kinds'][k]['right']} of {r['kinds'][k]['questions']}" for k in kinds),
+                     r["misses_answered"]["words not in the line"], f"{r['finetune_seconds']:.0f} s"])
+    return table(["rope 4 × 128, recite finetuning at 1.5e-4", "400 held-out", "place within 96 characters",
+                  "place past them", "misses not in the line", "finetuning"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- presets
 
 
@@ -1679,7 +1694,8 @@ TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f f
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
-    span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split)}
+    span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
+    recitation_chars)}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

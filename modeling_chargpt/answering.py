@@ -49,6 +49,7 @@ __all__ = [
     "name_prompt_text",
     "predict_birthplaces",
     "question_problem",
+    "model_recitation_limit",
     "recitation_limit",
     "recitation_spans",
     "recitation_text",
@@ -67,10 +68,16 @@ def asked_person(question: str) -> str | None:
     return match.group(1) if match else None
 
 
-def recitation_limit(block_size: int) -> int:
-    """The most characters a recitation (name included) may take: three quarters of the block, so the MASK and an
-    answer of the evaluation's reference length (32) still fit in a 128 block."""
-    return block_size * 3 // 4
+def recitation_limit(block_size: int, chars: int | None = None) -> int:
+    """The most characters a recitation (name included) may take: `chars` where a model was finetuned with
+    `--recitation_chars` (config.recitation_chars), else three quarters of the block, so the MASK and an answer of
+    the evaluation's reference length (32) still fit in a 128 block."""
+    return chars if chars else block_size * 3 // 4
+
+
+def model_recitation_limit(config) -> int:
+    """`recitation_limit` of a model: what its recitation rows were cut at, so it recites as far as it was taught."""
+    return recitation_limit(config.block_size, getattr(config, "recitation_chars", None))
 
 
 def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_tokens: int,
@@ -93,7 +100,7 @@ def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_to
         tokenizer.encode_text(asked_person(question) if recites else question)  # the text the model is given
     except UnknownCharacterError as err:
         return str(err)
-    context = recitation_limit(config.block_size) if recites else len(question)
+    context = model_recitation_limit(config) if recites else len(question)
     need = context + max_new_tokens  # context + MASK + answer, the last character never fed back
     if config.bounded_context and need > config.block_size:
         return (f"{'the recitation' if recites else 'question'} + MASK is {context + 1} characters; with "
@@ -117,10 +124,11 @@ def name_prompt_text(question: str, answer: str, block_size: int) -> str:
     return x + PAD_CHAR * (block_size - len(x))
 
 
-def recitation_text(name: str, document: str, answer: str, block_size: int) -> str:
+def recitation_text(name: str, document: str, answer: str, block_size: int, limit: int | None = None) -> str:
     """The reciting row ``document[:cut] + MASK + answer + MASK`` padded with PAD to `block_size`: `cut` ends the
     person's document right after the answer's first occurrence outside a mention of the name (the whole document if
-    there is none), never beyond `recitation_limit` or where the answer would not fit."""
+    there is none), never beyond `recitation_limit` (`limit` characters, if given) or where the answer would not
+    fit."""
     cut = len(document)
     names = [i for i in range(len(document)) if document.startswith(name, i)] if name else []
     found = document.find(answer) if answer else -1
@@ -129,7 +137,7 @@ def recitation_text(name: str, document: str, answer: str, block_size: int) -> s
             cut = found + len(answer)
             break
         found = document.find(answer, found + 1)
-    cut = min(cut, recitation_limit(block_size), block_size - 2 - len(answer))
+    cut = min(cut, recitation_limit(block_size, limit), block_size - 2 - len(answer))
     if cut < len(name):
         raise ValueError(f"answer {answer!r} leaves no room for the name {name!r} in block_size={block_size}")
     text = document[:cut] + MASK_CHAR + answer + MASK_CHAR
@@ -213,7 +221,7 @@ def recite(
     """Each name followed by what the model recites about the person, up to its MASK and at most
     `recitation_limit(block_size)` characters in all: the context a `--recite True` model answers from
     (`predict_birthplaces(model, tokenizer, recite(...))`)."""
-    limit = recitation_limit(model.config.block_size)
+    limit = model_recitation_limit(model.config)
     recited = [""] * len(names)
     by_length: dict[int, list[int]] = {}
     for i, name in enumerate(names):  # names of one length decode together: no row runs past the limit
@@ -254,7 +262,7 @@ def continue_recitations(
 ) -> list[str]:
     """For each recitation cut at `recitation_limit`, what the model recites next with MASK forbidden (greedy), as
     far as a span of it still fits ``recitation MASK span MASK`` in the block; "" for a recitation that stopped."""
-    limit = recitation_limit(model.config.block_size)
+    limit = model_recitation_limit(model.config)
     room = model.config.block_size - limit - 2
     cut = [i for i, recitation in enumerate(recitations) if len(recitation) >= limit]
     texts = greedy_until_mask(model, tokenizer, [recitations[i] for i in cut], batch_size, room, show_progress,
@@ -360,7 +368,7 @@ def score_recitations(
     A made-up recitation is the unlikely part of a made-up answer: the answer copies a place out of whatever was
     recited, confidently either way, so only both scores together say how sure the model was (docs/confidence.md).
     """
-    limit = recitation_limit(model.config.block_size)
+    limit = model_recitation_limit(model.config)
     rows = []
     for name, recitation in zip(names, recitations, strict=True):
         ids = tokenizer.encode_text(recitation)

@@ -51,6 +51,28 @@ def test_the_row_recites_up_to_the_answer_after_the_name_then_answers():
         recitation_text("Bo Ek", DOCS[2], "x" * 30, 36)
 
 
+def test_recitation_chars_moves_the_cut_for_rows_and_for_the_model_that_learned_them(world, tmp_path, capsys):  # noqa: F811
+    """--recitation_chars N: rows cut at N characters instead of 96 (never where the answer would not fit), saved
+    in the config, and the model recites up to N at evaluation; without --recite it is a one-line error."""
+    assert recitation_text("Bo Ek", DOCS[2], "Oslo", 128, limit=110).index(MASK_CHAR) == 110
+    assert recitation_text("Bo Ek", DOCS[2], "Oslo", 128, limit=126).index(MASK_CHAR) == 128 - 2 - len("Oslo")
+    row = recitation_example("Bo Ek", DOCS[2], "Oslo", TOKENIZER, 128, limit=110)
+    assert row["input_ids"][110] == TOKENIZER.mask_token_id
+    fin = tmp_path / "fin"
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(fin), *TINY, *QUIET, "--max_steps", "1",
+            "--per_device_train_batch_size", "8", "--position_embedding_type", "rope", "--recitation_chars", "100"]
+    assert run_cli(train_finetune.main, argv) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --recitation_chars 100: a positive number of characters, with --recite True")
+    assert run_cli(train_finetune.main, [*argv, "--recite", "True"]) == 0
+    model = CharGPTForCausalLM.from_pretrained(fin)
+    assert model.config.recitation_chars == 100 and "| recitation_chars | 100 |" in (fin / "README.md").read_text()
+    tokenizer = CharTokenizer.from_pretrained(fin)
+    long_name = next(c for c in tokenizer.get_vocab() if c.isalpha()) * 98  # the default 96 would cut the name
+    assert 98 <= len(recite(model, tokenizer, [long_name], show_progress=False)[0]) <= 100
+
+
 def test_labels_skip_the_name_and_the_padding():
     row = recitation_example("Ann Lee", DOCS[1], "Rome", TOKENIZER, 64)
     n = len(DOCS[1]) + len("Rome") + 2
