@@ -178,14 +178,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
     deviations = {}
-    if data_args.recite:
+    if data_args.recite:  # the cut: the flag's, else the one the pretrained model's recitation rows had
+        chars = data_args.recitation_chars or getattr(config, "recitation_chars", None)
         prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path,
-                                     limit=data_args.recitation_chars)
+                                     limit=chars)
         deviations["answer_format"] = "recite"
-        if data_args.recitation_chars:
-            deviations["recitation_chars"] = data_args.recitation_chars
+        if chars:
+            deviations["recitation_chars"] = chars
             for member in members:
-                member.config.recitation_chars = data_args.recitation_chars
+                member.config.recitation_chars = chars
     else:
         prompts = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
     # How the saved model answers, for evaluate_birthplace.py and the birthplace-qa pipeline: its format, and the

@@ -81,6 +81,12 @@ class PretrainDataArguments:
                   "the saved config then says answer_format='recite'.",
                   "choices": list(MIXED_QA_FORMATS)},
     )
+    recitation_chars: int | None = field(
+        default=None,
+        metadata={"help": "With --mixed_qa_format recite (not in the reference): the most characters a recitation "
+                  "row may take, as train_finetune.py --recitation_chars, saved with the model. Default: three "
+                  "quarters of block_size."},
+    )
     objective: str = field(
         default="span_corruption",
         metadata={"help": "What each document trains: 'span_corruption' (the reference) or, not in the reference, "
@@ -114,13 +120,17 @@ class PretrainDataArguments:
             raise UsageError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
         if self.mixed_qa_format not in MIXED_QA_FORMATS:
             raise UsageError(f"--mixed_qa_format {self.mixed_qa_format!r}: choose one of {', '.join(MIXED_QA_FORMATS)}")
+        if self.recitation_chars is not None and (self.mixed_qa_format != "recite" or self.recitation_chars < 1):
+            raise UsageError(f"--recitation_chars {self.recitation_chars}: a positive number of characters, with "
+                             "--mixed_qa_format recite")
         changed = self.qa_options()
         if changed and self.mixed_qa_corpus_path is None:
             raise UsageError(f"--{next(iter(changed))} needs --mixed_qa_corpus_path (the questions to train on)")
 
     def qa_options(self) -> dict[str, int | str]:
         """The options of mixed training set away from their defaults (for the checks and the model card)."""
-        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_format": self.mixed_qa_format}
+        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_format": self.mixed_qa_format,
+                  "recitation_chars": self.recitation_chars}
         defaults = {f.name: f.default for f in fields(self) if f.name in values}
         return {name: value for name, value in values.items() if value != defaults[name]}
 
@@ -155,9 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         qa = load_qa_tsv(path, block_size=block)
         if data_args.mixed_qa_format == "recite":
             prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=path,
-                                         needed_by="--mixed_qa_format recite")
+                                         needed_by="--mixed_qa_format recite", limit=data_args.recitation_chars)
             for member in [model] if seeds is None else model.members:  # evaluate_birthplace.py asks it to recite
                 member.config.answer_format = "recite"
+                if data_args.recitation_chars:
+                    member.config.recitation_chars = data_args.recitation_chars
         else:
             prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
         order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats)

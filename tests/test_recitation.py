@@ -71,6 +71,21 @@ def test_recitation_chars_moves_the_cut_for_rows_and_for_the_model_that_learned_
     tokenizer = CharTokenizer.from_pretrained(fin)
     long_name = next(c for c in tokenizer.get_vocab() if c.isalpha()) * 98  # the default 96 would cut the name
     assert 98 <= len(recite(model, tokenizer, [long_name], show_progress=False)[0]) <= 100
+    # pretraining's recitation rows take the same cut, and a finetuning without the flag keeps the model's
+    pre, again = tmp_path / "pre", tmp_path / "again"
+    pretrain = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre), *TINY, *QUIET,
+                "--max_steps", "1", "--per_device_train_batch_size", "8", "--position_embedding_type", "rope",
+                "--objective", "language_modeling", "--recitation_chars", "104"]
+    assert run_cli(train_pretrain.main, pretrain) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --recitation_chars 104: a positive number of characters, with --mixed_qa_format recite")
+    assert run_cli(train_pretrain.main, [*pretrain, "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
+                                         "--mixed_qa_format", "recite"]) == 0
+    assert json.loads((pre / "config.json").read_text())["recitation_chars"] == 104
+    assert run_cli(train_finetune.main, [*argv[:4], "--model_name_or_path", str(pre), "--output_dir", str(again),
+                                         *QUIET, "--max_steps", "1", "--per_device_train_batch_size", "8",
+                                         "--recite", "True"]) == 0
+    assert json.loads((again / "config.json").read_text())["recitation_chars"] == 104
 
 
 def test_labels_skip_the_name_and_the_padding():
