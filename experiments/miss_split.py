@@ -23,6 +23,7 @@ from pathlib import Path
 
 from docs_tables import miss_table
 
+from data_scripts import DataFileError, load_qa_tsv
 from modeling_chargpt.answering import asked_person, recitation_limit
 from modeling_chargpt.grounding import WikiIndex, whole_word_spans
 from training.files import atomic_write_json
@@ -61,8 +62,8 @@ def read_questions(data_dir: Path) -> list[Question]:
     """birth_dev.tsv's questions with their person's line (the first line holding the full name)."""
     wiki = WikiIndex((data_dir / "wiki.txt").read_text(encoding="utf-8"), data_dir / "wiki.txt")
     questions = []
-    for row in (data_dir / "birth_dev.tsv").read_text(encoding="utf-8").splitlines():
-        question, gold = row.split("\t")
+    qa = load_qa_tsv(data_dir / "birth_dev.tsv")  # a malformed line is one DataFileError naming it
+    for question, gold in zip(qa["question"], qa["answer"], strict=True):
         name = asked_person(question)
         lines = wiki.lines_with(name) if name else ()
         questions.append(Question(gold, wiki.lines[lines[0] - 1] if lines else "", len(lines)))
@@ -103,7 +104,10 @@ def main(argv: list[str] | None = None) -> None:
     labels = opts.labels or [Path(path).name.removesuffix(".dev.predictions") for path in opts.predictions]
     if len(labels) != len(opts.predictions) or len(set(labels)) != len(labels):
         raise SystemExit(f"error: --labels: {len(opts.predictions)} distinct names, one per predictions file")
-    questions = read_questions(data)
+    try:
+        questions = read_questions(data)
+    except DataFileError as err:
+        raise SystemExit(f"error: {err}") from None
     models = {label: {"predictions": path, **split(questions, Path(path).read_text(encoding="utf-8").splitlines())}
               for label, path in zip(labels, opts.predictions, strict=True)}
     result = {"what": opts.name or "dev misses by kind of question", "block_size": BLOCK_SIZE,

@@ -43,3 +43,6 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
     with pytest.raises(SystemExit, match="3 predictions for 4 dev questions"):
         first.write_text("Paris\nRome\nLima")
         split.main(["--data_dir", str(tmp_path), "--predictions", str(first)])
+    (tmp_path / "birth_dev.tsv").write_text("Where was Ann Lee born?\tParis\nno tab here\n")
+    with pytest.raises(SystemExit, match=r"^error: .*birth_dev.tsv:2: "):
+        split.main(["--data_dir", str(tmp_path), "--predictions", str(second)])

@@ -213,3 +213,20 @@ def test_cpu_fast_with_more_weight_decay_reaches_the_optimizer():
     opt = build_optimizer(model, args, lr=args.learning_rate)
     assert [g["weight_decay"] for g in opt.param_groups] == [0.3, 0.0]
     assert TrainingArguments(output_dir="x").weight_decay == 0.1  # the reference's, without the flag
+
+
+def test_a_recipe_file_with_an_unknown_section_is_refused(tmp_path, monkeypatch):
+    """A typo in a recipe file's sections fails when it is read, naming the file, not as a silently ignored value."""
+    import recipes
+
+    (tmp_path / "typo.yaml").write_text("purpose: x\npretrian:\n  num_train_epochs: 3\n")
+    (tmp_path / "fine.yaml").write_text("purpose: y\npretrain:\n  num_train_epochs: 3\n")
+    monkeypatch.setattr(recipes, "HERE", tmp_path)
+    recipes.load.cache_clear()
+    try:
+        assert recipes.names() == ("reference", "fine", "typo")
+        assert recipes.load("fine")["pretrain"] == {"num_train_epochs": 3} and recipes.load("fine")["needs"] == {}
+        with pytest.raises(ValueError, match=r"typo.yaml: unknown section 'pretrian'"):
+            recipes.load("typo")
+    finally:
+        recipes.load.cache_clear()

@@ -25,7 +25,7 @@ from .state import TrainResult, TrainState
 def _folders(model: torch.nn.Module, output_dir: str) -> list[tuple[torch.nn.Module, Path, int | None]]:
     """(model, folder, member index) for each model to save: the model into `output_dir`, or each member of a
     `SeedStack` or `SeedEnsemble` into `output_dir`/seed-S."""
-    if hasattr(model, "members"):  # a `--seeds` model: SeedStack or SeedEnsemble
+    if getattr(model, "seeds", None) is not None:  # a `--seeds` model: SeedStack or SeedEnsemble
         return [(member, Path(output_dir) / f"seed-{seed}", i) for i, (seed, member)
                 in enumerate(zip(model.seeds, model.members, strict=True))]
     return [(model, Path(output_dir), None)]
