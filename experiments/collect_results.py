@@ -1,22 +1,24 @@
-"""Gather `run_experiments.py` outputs into one small JSON and plot dev accuracy against training wall time.
+"""Gather `run_experiments.py` outputs into run records (experiments/records.py) and plot dev accuracy against
+training wall time.
 
     python experiments/collect_results.py out/cpu/*/results.json --label_from_dir \
         --json results/accuracy_vs_compute_cpu.json --plot out/accuracy_vs_compute_cpu_all.png
 
 Each point is one pretrain -> finetune -> evaluate run; x is its pretraining + finetuning wall time, so the plot
-answers "how much accuracy does this much compute buy". Rows already in --json are kept (merged by run id), so
+answers "how much accuracy does this much compute buy". Records already in --json are kept (merged by name), so
 runs made in different sessions accumulate.
 
 `--finetune_sweep FILE --sweep_lr LR` adds the points of a finetuning sweep (rows naming their pretrained model in
-`command`) at one learning rate: each is priced as that model's pretraining time, taken from the row already
+`command`) at one learning rate: each is priced as that model's pretraining time, taken from the record already
 collected for it, plus its own finetuning time.
 
 `--lr_selection out/sel/selection.json ...` adds the final models of `select_finetune_lr.py --final` runs (the
 finetuning rate chosen on held-out training questions), priced as their model's pretraining plus the whole
 selection and the final finetuning.
 
-`--seed_group "NAME=ID,ID,ID"` (repeatable) names runs of one recipe that differ only in their seed, and reports
-their mean and sample standard deviation (n - 1) of dev accuracy and wall time under "seed_groups" in --json.
+`--seed_group "NAME=ID,ID,ID"` (repeatable) names runs of one recipe that differ only in their seed (their
+facts.seed_group), and prints their mean and sample standard deviation (n - 1) of dev accuracy and wall time; the
+tables and plots compute the same from the records.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import argparse
 import json
 import platform
 import statistics
+from datetime import date
 from pathlib import Path
 
-from training.files import atomic_write_text
+import records
+from records import record
 
 ANCHORS = Path(__file__).resolve().parents[1] / "results" / "anchors.json"  # the handout's bars, the 60-minute goal
 
@@ -46,44 +50,40 @@ def read_json(path: Path, what: str) -> dict:
     return data
 
 
+def _record(name: str, label: str, facts: dict, seconds: dict, dev: dict, command: str, seed: int,
+            variant: str) -> dict:
+    return record(name, recipe=label, variant=variant, seeds=[seed], hardware="", date=date.today().isoformat(),
+                  scores={"dev": {key: dev[key] for key in ("correct", "total", "accuracy")}},
+                  seconds=seconds, command=command, facts=facts)
+
+
 def rows_from(summary: dict, label: str) -> list[dict]:
+    """The run records of one run_experiments.py results.json, named LABEL/RUN (their hardware set by main)."""
     rows = []
     for run in summary["runs"]:
         if "accuracy" not in run.get("dev", {}):
             continue
+        common = {"run_folder": label, "threads": summary.get("threads")}
         if "position" not in run:  # London baseline or finetuning from scratch: no pretraining
-            rows.append({
-                "id": f"{label}/{run['name']}", "recipe": label, "baseline": run["name"], "position": "-",
-                "attention": "-", "seed": 0, "pretrain_epochs": 0,
-                "train_minutes": round(run.get("train_seconds", 0) / 60, 2), "dev_accuracy": run["dev"]["accuracy"],
-                "dev_correct": run["dev"]["correct"], "dev_total": run["dev"]["total"],
-                "threads": summary.get("threads"), "command": summary.get("command", ""),
-            })
+            facts = {"position": "-", "attention": "-", "pretrain_epochs": 0, "baseline": run["name"], **common}
+            rows.append(_record(f"{label}/{run['name']}", label, facts, {"train": run.get("train_seconds", 0.0)},
+                                run["dev"], summary.get("command", ""), 0, run["name"]))
             continue
-        rows.append({
-            "id": f"{label}/{run['name']}",
-            "recipe": label,
-            "position": run["position"],
-            "attention": run["attention"],
-            "seed": run["seed"],
-            "pretrain_epochs": run.get("pretrain_epochs", summary.get("pretrain_epochs")),
-            "snapshot_of_epochs": run.get("snapshot_of_epochs"),
-            "pretrain_seconds": run["pretrain_seconds"],
-            "finetune_seconds": run["finetune_seconds"],
-            "train_minutes": round(run["train_seconds"] / 60, 2),
-            "dev_accuracy": run["dev"]["accuracy"],
-            "dev_correct": run["dev"]["correct"],
-            "dev_total": run["dev"]["total"],
-            "threads": summary.get("threads"),
-            "command": summary.get("command", ""),
-            # A hand-written caveat on a run (e.g. that it was resumed and how its wall time was pieced together).
-            **({"note": run["note"]} if "note" in run else {}),
-        })
+        facts = {"position": run["position"], "attention": run["attention"],
+                 "pretrain_epochs": run.get("pretrain_epochs", summary.get("pretrain_epochs")), **common}
+        if run.get("snapshot_of_epochs") is not None:
+            facts["snapshot_of_epochs"] = run["snapshot_of_epochs"]
+        if "note" in run:  # a hand-written caveat (e.g. that it was resumed and how its wall time was pieced together)
+            facts["note"] = run["note"]
+        seconds = {"pretrain": run["pretrain_seconds"], "finetune": run["finetune_seconds"],
+                   "train": run["train_seconds"]}
+        rows.append(_record(f"{label}/{run['name']}", label, facts, seconds, run["dev"], summary.get("command", ""),
+                            run["seed"], f"{run['position']}/{run['attention']}"))
     return rows
 
 
 def sweep_rows(sweep_path: Path, lr: float, epochs: int, collected: dict[str, dict]) -> list[dict]:
-    """Rows for the sweep runs at (lr, epochs), each joined with the collected run of the model it finetuned."""
+    """Records for the sweep runs at (lr, epochs), each joined with the collected run of the model it finetuned."""
     runs = read_json(sweep_path, "a finetuning sweep JSON").get("runs")
     if not isinstance(runs, list):
         raise SystemExit(f"{sweep_path}: not a finetuning sweep JSON: no 'runs' list")
@@ -99,7 +99,8 @@ def sweep_rows(sweep_path: Path, lr: float, epochs: int, collected: dict[str, di
 
 
 def _pretrained_run(model: Path, collected: dict[str, dict], source: Path) -> tuple[str, dict]:
-    """The name and the collected row of the run whose pretraining made `model` (a -pretrain folder or a snapshot)."""
+    """The name and the collected record of the run whose pretraining made `model` (a -pretrain folder or a
+    snapshot)."""
     snapshot = model.name if model.name.startswith("epoch-") else None
     pretrain_dir = model.parent if snapshot else model
     name = pretrain_dir.name.removesuffix("-pretrain") + (f"-{snapshot}" if snapshot else "")
@@ -109,14 +110,20 @@ def _pretrained_run(model: Path, collected: dict[str, dict], source: Path) -> tu
     return name, collected[base_id]
 
 
+def _derived(base: dict, name: str, label: str, seconds: dict, dev: dict, command: str, **facts: object) -> dict:
+    """A record that finetuned `base`'s pretrained model another way."""
+    return dict(base, name=f"{label}/{name}", recipe=label, seconds=seconds, command=command,
+                date=date.today().isoformat(), facts={**base["facts"], "run_folder": label, **facts},
+                scores={"dev": {key: dev[key] for key in ("correct", "total", "accuracy")}})
+
+
 def _sweep_row(run: dict, lr: float, collected: dict[str, dict], sweep_path: Path) -> dict:
     words = run["command"].split()
     name, base = _pretrained_run(Path(words[words.index("--model_name_or_path") + 1]), collected, sweep_path)
-    recipe = f"{base['recipe']} + finetuning lr {lr:g}"
-    seconds = base["pretrain_seconds"] + run["finetune_seconds"]
-    return dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_seconds=run["finetune_seconds"],
-                train_minutes=round(seconds / 60, 2), dev_accuracy=run["dev_accuracy"],
-                dev_correct=run["dev_correct"], dev_total=run["dev_total"], command=run["command"])
+    pretrain = base["seconds"]["pretrain"]
+    seconds = {"pretrain": pretrain, "finetune": run["finetune_seconds"], "train": pretrain + run["finetune_seconds"]}
+    dev = {"correct": run["dev_correct"], "total": run["dev_total"], "accuracy": run["dev_accuracy"]}
+    return _derived(base, name, f"{base['facts']['run_folder']} + finetuning lr {lr:g}", seconds, dev, run["command"])
 
 
 def selection_row(path: Path, collected: dict[str, dict]) -> dict:
@@ -124,25 +131,24 @@ def selection_row(path: Path, collected: dict[str, dict]) -> dict:
     evaluation of the selection + the final finetuning: choosing the rate is part of the recipe's compute."""
     sel = read_json(path, "a select_finetune_lr.py selection.json")
     try:
-        final, dev = sel["final"], sel["final"]["dev"]
+        final = sel["final"]
         name, base = _pretrained_run(Path(sel["model"]), collected, path)
         selection = sum(p["finetune_seconds"] + p["holdout"]["seconds"] for p in sel["points"])
-        seconds = base["pretrain_seconds"] + selection + final["finetune_seconds"]
-        recipe = f"{base['recipe']} + finetuning lr chosen on {sel['holdout']} held-out training questions"
-        return dict(base, id=f"{recipe}/{name}", recipe=recipe, finetune_learning_rate=final["learning_rate"],
-                    finetune_seconds=final["finetune_seconds"], selection_seconds=round(selection, 1),
-                    train_minutes=round(seconds / 60, 2),
-                    dev_accuracy=dev["accuracy"], dev_correct=dev["correct"], dev_total=dev["total"],
-                    command=sel["command"], selection_points=[
-                        {"learning_rate": p["learning_rate"], "holdout_correct": p["holdout"]["correct"],
-                         "holdout_total": p["holdout"]["total"]} for p in sel["points"]])
+        pretrain = base["seconds"]["pretrain"]
+        seconds = {"pretrain": pretrain, "finetune": final["finetune_seconds"], "selection": round(selection, 1),
+                   "train": pretrain + selection + final["finetune_seconds"]}
+        label = f"{base['facts']['run_folder']} + finetuning lr chosen on {sel['holdout']} held-out training questions"
+        points = [{"learning_rate": p["learning_rate"], "holdout_correct": p["holdout"]["correct"],
+                   "holdout_total": p["holdout"]["total"]} for p in sel["points"]]
+        return _derived(base, name, label, seconds, final["dev"], sel["command"],
+                        finetune_learning_rate=final["learning_rate"], selection_points=points)
     except (KeyError, TypeError) as err:
         raise SystemExit(f"{path}: not a finished select_finetune_lr.py --final run: missing {err}") from None
 
 
-def seed_groups(specs: list[str], collected: dict[str, dict]) -> list[dict]:
-    """Mean and sample std over the seeds of one recipe; a group must name collected runs with distinct seeds."""
-    groups = []
+def seed_groups(specs: list[str], collected: dict[str, dict]) -> dict[str, list[str]]:
+    """NAME -> run names of `--seed_group NAME=ID,ID,...`: collected runs with distinct seeds, at least two."""
+    groups = {}
     for spec in specs:
         name, sep, ids = spec.partition("=")
         ids = [i.strip() for i in ids.split(",") if i.strip()]
@@ -151,19 +157,32 @@ def seed_groups(specs: list[str], collected: dict[str, dict]) -> list[dict]:
         missing = [i for i in ids if i not in collected]
         if missing:
             raise SystemExit(f"--seed_group {name!r}: no collected run {missing[0]!r}")
-        runs = [collected[i] for i in ids]
-        seeds = [r["seed"] for r in runs]
+        seeds = [collected[i]["seeds"][0] for i in ids]
         if len(set(seeds)) != len(seeds):
             raise SystemExit(f"--seed_group {name!r}: runs share a seed ({seeds}); a group compares seeds")
-        acc = [r["dev_accuracy"] for r in runs]
-        minutes = [r["train_minutes"] for r in runs]
-        groups.append({
-            "name": name.strip(), "ids": ids, "seeds": seeds, "n": len(runs), "dev_accuracies": acc,
-            "dev_accuracy_mean": round(statistics.mean(acc), 2), "dev_accuracy_std": round(statistics.stdev(acc), 2),
-            "train_minutes_mean": round(statistics.mean(minutes), 2),
-            "train_minutes_std": round(statistics.stdev(minutes), 2),
-        })
+        groups[name.strip()] = ids
     return groups
+
+
+def group_summary(name: str, members: list[dict]) -> dict:
+    """Mean and sample standard deviation (n - 1) of a seed group's dev accuracy and wall minutes."""
+    acc = [m["scores"]["dev"]["accuracy"] for m in members]
+    minutes = [m["seconds"]["train"] / 60 for m in members]
+    return {"name": name, "seeds": [m["seeds"][0] for m in members], "n": len(members), "dev_accuracies": acc,
+            "dev_accuracy_mean": statistics.mean(acc), "dev_accuracy_std": statistics.stdev(acc),
+            "train_minutes_mean": statistics.mean(minutes), "train_minutes_std": statistics.stdev(minutes)}
+
+
+def minutes(row: dict) -> float:
+    return row["seconds"]["train"] / 60
+
+
+def accuracy(row: dict) -> float:
+    return row["scores"]["dev"]["accuracy"]
+
+
+def score(dev: dict) -> str:
+    return f"{dev['accuracy']:.1f}% ({dev['correct']}/{dev['total']})"
 
 
 def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = None) -> None:
@@ -175,19 +194,19 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
     fig, ax = plt.subplots(figsize=(11, 5.5))
     series: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
-        if row.get("baseline"):
+        if row["facts"].get("baseline"):
             continue
-        series.setdefault((row["recipe"], f"{row['position']}/{row['attention']}"), []).append(row)
+        series.setdefault((row["facts"]["run_folder"], row["variant"]), []).append(row)
     palette = plt.get_cmap("tab20").colors  # the default cycle repeats after 10 series
     for i, ((recipe, variant), points) in enumerate(sorted(series.items())):
-        points.sort(key=lambda r: r["train_minutes"])
-        xs, ys = [r["train_minutes"] for r in points], [r["dev_accuracy"] for r in points]
-        snapshots = any(r.get("snapshot_of_epochs") for r in points)
+        points.sort(key=minutes)
+        xs, ys = [minutes(r) for r in points], [accuracy(r) for r in points]
+        snapshots = any(r["facts"].get("snapshot_of_epochs") for r in points)
         label = f"{variant}, {recipe}" + (" (snapshots of one run)" if snapshots else "")
         ax.plot(xs, ys, marker="o", color=palette[2 * i % 20 + (i // 10) % 2], label=label)
         for r in points:
-            if r["pretrain_epochs"]:
-                ax.annotate(f"{r['pretrain_epochs']:g}ep", (r["train_minutes"], r["dev_accuracy"]),
+            if r["facts"]["pretrain_epochs"]:
+                ax.annotate(f"{r['facts']['pretrain_epochs']:g}ep", (minutes(r), accuracy(r)),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
     colours = ("black", "darkmagenta", "darkgoldenrod", "navy", "darkgreen", "firebrick", "teal", "saddlebrown")
     for i, g in enumerate(groups or []):
@@ -200,9 +219,9 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
         ax.text(0.0, bar["accuracy"], f" handout bar ({name}) {bar['accuracy']:.0f}%", va="bottom", fontsize=7,
                 color="gray", transform=ax.get_yaxis_transform())
     for row in rows:
-        if row.get("baseline", "").startswith("no pretraining"):
-            ax.axhline(row["dev_accuracy"], linestyle=":", linewidth=0.8, color="tab:red")
-            ax.text(0.0, row["dev_accuracy"], f" no pretraining {row['dev_accuracy']:.1f}%", ha="left", va="bottom",
+        if row["facts"].get("baseline", "").startswith("no pretraining"):
+            ax.axhline(accuracy(row), linestyle=":", linewidth=0.8, color="tab:red")
+            ax.text(0.0, accuracy(row), f" no pretraining {accuracy(row):.1f}%", ha="left", va="bottom",
                     fontsize=7, color="tab:red", transform=ax.get_yaxis_transform())
     ax.axhline(5.0, linestyle=":", linewidth=0.8, color="gray")
     ax.text(0.0, 5.0, " London baseline 5%", va="bottom", fontsize=7, color="gray", transform=ax.get_yaxis_transform())
@@ -211,7 +230,7 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
     ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=0)
     goal = anchors["cpu_goal_minutes"]
-    right = max((r["train_minutes"] for r in rows), default=goal)
+    right = max((minutes(r) for r in rows), default=goal)
     ax.set_xlim(left=0, right=max(right, goal) * 1.08)  # room for the last point's label
     ax.axvline(goal, linestyle="--", linewidth=0.8, color="gray")
     ax.text(goal, 0.99, f"{goal}-minute goal ", ha="right", va="top", fontsize=7, color="gray",
@@ -249,41 +268,43 @@ def main() -> None:
     if opts.finetune_sweep and opts.sweep_lr is None:
         parser.error("--finetune_sweep needs --sweep_lr")
 
-    previous = read_json(opts.json, "a collected results JSON") if opts.json.exists() else {}
-    # Keys this script does not make (a recipe's description in today's flags, probe_recall.py counts) are kept.
-    kept_keys = {k: v for k, v in previous.items() if k not in ("hardware", "runs", "seed_groups")}
-    merged = {row["id"]: row for row in previous.get("runs", [])}
+    previous = records.read(opts.json) if opts.json.exists() else {"records": []}
+    notes = {k: v for k, v in previous.items() if k != "records"}  # e.g. what probe_recall.py counted, kept
+    merged = {row["name"]: row for row in previous["records"]}
     for path in opts.results:
         summary = read_json(path, "a run_experiments.py results.json")
         try:
             found = rows_from(summary, path.parent.name if opts.label_from_dir else summary["recipe"])
         except (KeyError, TypeError) as err:
             raise SystemExit(f"{path}: not a run_experiments.py results.json: missing {err}") from None
-        for row in found:
-            merged[row["id"]] = row
+        merged |= {row["name"]: dict(row, hardware=opts.hardware) for row in found}
     if opts.finetune_sweep:
-        for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs, merged):
-            merged[row["id"]] = row
+        merged |= {row["name"]: row for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs,
+                                                           merged)}
     for path in opts.lr_selection:
         row = selection_row(path, merged)
-        merged[row["id"]] = row
-    kept = [f"{g['name']}={','.join(g['ids'])}" for g in previous.get("seed_groups", [])]
-    groups = {g["name"]: g for g in seed_groups(kept + opts.seed_group, merged)}  # recomputed: rows may change
-    rows = sorted(merged.values(), key=lambda r: (r["position"], r["recipe"], r["pretrain_epochs"] or 0))
+        merged[row["name"]] = row
+    for name, ids in seed_groups(opts.seed_group, merged).items():
+        for i in ids:
+            merged[i]["facts"]["seed_group"] = name
+    rows = sorted(merged.values(), key=lambda r: (r["facts"]["position"], r["facts"]["run_folder"],
+                                                  r["facts"]["pretrain_epochs"] or 0))
     opts.json.parent.mkdir(parents=True, exist_ok=True)
-    summary = {"hardware": opts.hardware, "runs": rows}
-    if groups:
-        summary["seed_groups"] = list(groups.values())
-    atomic_write_text(opts.json, json.dumps(summary | kept_keys, indent=2) + "\n")
+    records.write(opts.json, rows, **notes)
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if "seed_group" in row["facts"]:
+            groups.setdefault(row["facts"]["seed_group"], []).append(row)
+    summaries = [group_summary(name, members) for name, members in groups.items()]
     title = f"chargpt on wiki.txt: dev accuracy vs training wall time\n({opts.hardware})"  # 2 lines: fits the axes
-    plot(rows, opts.plot, title, list(groups.values()))
+    plot(rows, opts.plot, title, summaries)
     print("| recipe | variant | seed | pretrain epochs | pretrain + finetune (min) | dev accuracy |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        variant = r.get("baseline") or f"{r['position']}/{r['attention']}"
-        print(f"| {r['recipe']} | {variant} | {r['seed']} | {r['pretrain_epochs'] or '-'} | "
-              f"{r['train_minutes']:.1f} | {r['dev_accuracy']:.1f}% ({r['dev_correct']}/{r['dev_total']}) |")
-    for g in groups.values():
+        epochs = r["facts"]["pretrain_epochs"] or "-"
+        print(f"| {r['facts']['run_folder']} | {r['variant']} | {r['seeds'][0]} | {epochs} | {minutes(r):.1f} | "
+              f"{score(r['scores']['dev'])} |")
+    for g in summaries:
         print(f"{g['name']}: seeds {g['seeds']}: dev {g['dev_accuracy_mean']:.1f} ± {g['dev_accuracy_std']:.1f}% "
               f"({', '.join(f'{a:.1f}' for a in g['dev_accuracies'])}), {g['train_minutes_mean']:.1f} ± "
               f"{g['train_minutes_std']:.1f} min")

@@ -14,9 +14,13 @@ import argparse
 import json
 import re
 import statistics
+import string
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import records as run_records
+import yaml
 
 from training.files import atomic_write_text
 from training.presets import DEFAULTS as PRESET_DEFAULTS
@@ -45,6 +49,13 @@ class Results:
             except (OSError, ValueError) as err:
                 raise SystemExit(f"{path}: cannot read it as JSON ({err})") from None
         return self._cache[stem]
+
+    def records(self, stem: str) -> list[dict]:
+        """The run records of results/STEM.json (experiments/records.py's shape), checked."""
+        key = f"{stem}#records"
+        if key not in self._cache:
+            self._cache[key] = run_records.read(self.folder / f"{stem}.json")["records"]
+        return self._cache[key]
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
@@ -99,31 +110,102 @@ def short_hardware(text: str) -> str:
     return text
 
 
-def epochs_cell(row: dict) -> str:
-    epochs = f"{row['pretrain_epochs']:g}" if row.get("pretrain_epochs") else "—"
-    return epochs + (f" (snapshot of {row['snapshot_of_epochs']:g})" if row.get("snapshot_of_epochs") else "")
+# ---------------------------------------------------------------------------------------------------- records
+
+SPECS = Path(__file__).with_name("tables.yaml")
+FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:score}', '{seconds[train]:min}'
+    "pct": pct, "score": score, "lr": lr, "hw": short_hardware, "seeds": seeds_list, "spread": spread,
+    "min": lambda seconds: f"{seconds / 60:.1f}",
+    "spread_min": lambda seconds: spread([s / 60 for s in seconds], " min"),
+}
+
+
+class Group(dict):
+    """The records of one row of a grouped table: '{scores[dev][accuracy]}' is the list over them, '{group}' the
+    value they share."""
+
+    def __init__(self, name: object, members: list) -> None:
+        super().__init__(group=name)
+        self.members = members
+
+    def __missing__(self, key: str) -> list:
+        return [member[key] for member in self.members]
+
+
+class Template(string.Formatter):
+    """str.format over a record with FORMATS; in a Group a field is the list over its members. `optional`: an empty
+    field (missing, None, 0, '') raises LookupError, so that a column can fall back to its next template."""
+
+    def __init__(self, optional: bool = False) -> None:
+        self.optional = optional
+
+    def get_field(self, field_name: str, args, kwargs) -> tuple:
+        first, *rest = re.split(r"\]?\[", field_name.removesuffix("]"))  # 'scores[dev][accuracy]'
+        each = isinstance(kwargs, Group) and first != "group"
+        try:
+            value = kwargs[first]
+            for key in (int(k) if k.isdigit() else k for k in rest):
+                value = [v[key] for v in value] if each else value[key]
+        except (KeyError, IndexError):
+            if self.optional:
+                raise LookupError(field_name) from None
+            raise
+        if self.optional and (value is None or value in ("", 0, [])):
+            raise LookupError(field_name)
+        return value, first
+
+    def format_field(self, value: object, spec: str) -> str:
+        return FORMATS[spec](value) if spec in FORMATS else format(value, spec)
+
+
+def cell(templates: str | list[str], row: dict) -> str:
+    """The first of `templates` whose fields are all present and not empty; the last one rendered as it is."""
+    options = [templates] if isinstance(templates, str) else templates
+    for template in options[:-1]:
+        try:
+            return Template(optional=True).vformat(template, (), row)
+        except LookupError:
+            continue
+    return Template().vformat(options[-1], (), row)
+
+
+def make_table(rows: list[dict], columns: list[list]) -> str:
+    """A Markdown table of `rows` (records, or Groups of them), one cell per (header, template or templates)."""
+    return table([header for header, _ in columns], [[cell(t, row) for _, t in columns] for row in rows])
+
+
+def spec_table(spec: dict) -> Callable[[Results], str]:
+    """A table of tables.yaml: its study's records, optionally grouped by a fact (groups in order of appearance)."""
+    def render_spec(results: Results) -> str:
+        rows = results.records(spec["study"])
+        if "group_by" in spec:
+            groups: dict = {}
+            for rec in rows:
+                if spec["group_by"] in rec["facts"]:
+                    groups.setdefault(rec["facts"][spec["group_by"]], []).append(rec)
+            rows = [Group(name, members) for name, members in groups.items()]
+        return make_table(rows, spec["columns"])
+    return render_spec
 
 
 # ---------------------------------------------------------------------------------------------------- lookups
 
 
 def cpu_runs(results: Results, stem: str = "accuracy_vs_compute_cpu") -> dict[str, dict]:
-    return {row["id"]: row for row in results[stem]["runs"]}
+    return {rec["name"]: rec for rec in results.records(stem)}
 
 
-def cpu_group(results: Results, name: str) -> dict:
-    """A seed group of accuracy_vs_compute_cpu.json with its runs' rows."""
-    group = next(g for g in results["accuracy_vs_compute_cpu"]["seed_groups"] if g["name"] == name)
-    runs = cpu_runs(results)
-    return dict(group, rows=[runs[i] for i in group["ids"]])
+def cpu_group(results: Results, name: str) -> list[dict]:
+    """The records of a seed group of accuracy_vs_compute_cpu.json, in seed order."""
+    return [rec for rec in results.records("accuracy_vs_compute_cpu") if rec["facts"].get("seed_group") == name]
 
 
 def baseline(results: Results, name: str) -> dict:
-    return next(r for r in results["accuracy_vs_compute_cpu"]["runs"] if r.get("baseline") == name)
+    return next(r for r in results.records("accuracy_vs_compute_cpu") if r["facts"].get("baseline") == name)
 
 
-def recipe_of(results: Results, row: dict, stem: str = "accuracy_vs_compute_cpu") -> str:
-    return results[stem]["recipes"][row["recipe"]]
+def dev_of(rows: list[dict]) -> list[float]:
+    return [row["scores"]["dev"]["accuracy"] for row in rows]
 
 
 def faithful(results: Results) -> dict:
@@ -195,23 +277,18 @@ def demo_mixing(results: Results) -> str:
 
 def _cpu_group_row(results: Results, variant: str, recipe: str, name: str, how: str) -> dict:
     group = cpu_group(results, name)
-    acc = [r["dev_accuracy"] for r in group["rows"]]
-    return {"variant": variant, "recipe": recipe,
-            "hardware": short_hardware(results["accuracy_vs_compute_cpu"]["hardware"]) + ", bf16",
-            "wall": spread([r["train_minutes"] for r in group["rows"]], " min"),
+    acc = dev_of(group)
+    return {"variant": variant, "recipe": recipe, "hardware": short_hardware(group[0]["hardware"]) + ", bf16",
+            "wall": spread([r["seconds"]["train"] / 60 for r in group], " min"),
             "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
 
 
 def _cpu_single_row(results: Results, variant: str, recipe: str, run_id: str, how: str,
                     stem: str = "accuracy_vs_compute_cpu", precision: str = "bf16") -> dict:
     row = cpu_runs(results, stem)[run_id]
-    hardware = f"{short_hardware(results[stem]['hardware'])}, {precision}"
-    return {"variant": variant, "recipe": recipe, "hardware": hardware, "wall": f"{row['train_minutes']:.1f} min",
-            "dev": f"{score(_dev(row))}, seed {row['seed']}", "how": how}
-
-
-def _dev(row: dict) -> dict:
-    return {"accuracy": row["dev_accuracy"], "correct": row["dev_correct"], "total": row["dev_total"]}
+    return {"variant": variant, "recipe": recipe, "hardware": f"{short_hardware(row['hardware'])}, {precision}",
+            "wall": f"{row['seconds']['train'] / 60:.1f} min", "dev": f"{score(row['scores']['dev'])}, seed "
+            f"{row['seeds'][0]}", "how": how}
 
 
 # reproduce.md's section of the faithful models finetuned at 2e-4 (`--preset best` until the recitation recipe)
@@ -263,12 +340,13 @@ def headline_rows(results: Results) -> list[dict]:
     """Every result a reader cites (docs/results.md), the README's marked `readme`; `how` = a heading of
     docs/reproduce.md."""
     london, scratch = baseline(results, "london baseline"), baseline(results, "no pretraining (learned)")
-    hardware = short_hardware(results["accuracy_vs_compute_cpu"]["hardware"])
+    hardware = short_hardware(scratch["hardware"])
     return [
         {"variant": "London baseline", "recipe": "answer “London” for everyone", "hardware": "—", "wall": "—",
-         "dev": score(_dev(london)), "how": "baselines", "readme": True},
+         "dev": score(london["scores"]["dev"]), "how": "baselines", "readme": True},
         {"variant": "no pretraining", "recipe": "reference finetuning from scratch", "hardware": f"{hardware}, fp32",
-         "wall": f"{scratch['train_minutes']:.1f} min", "dev": score(_dev(scratch)), "how": "baselines",
+         "wall": f"{scratch['seconds']['train'] / 60:.1f} min", "dev": score(scratch["scores"]["dev"]),
+         "how": "baselines",
          "readme": True},
         dict(_faithful_row(results, "learned", "faithful: the reference recipe, 650 pretraining epochs",
                            "reference_finetuning_on_cpu_dev", "the-faithful-recipe-on-one-h100"), readme=True),
@@ -677,34 +755,6 @@ def faithful_synthesizer(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- CPU, AMX
 
 
-def cpu_seed_groups(results: Results) -> str:
-    rows = []
-    for group in results["accuracy_vs_compute_cpu"]["seed_groups"]:
-        group = cpu_group(results, group["name"])
-        acc = [r["dev_accuracy"] for r in group["rows"]]
-        rows.append([group["name"], seeds_list(acc), f"**{spread(acc)}**",
-                     spread([r["train_minutes"] for r in group["rows"]], " min")])
-    return table(["recipe (3 seeds: 0, 1, 2)", "dev per seed", "mean ± std", "wall time"], rows)
-
-
-def _runs_table(results: Results, stem: str) -> str:
-    data = results[stem]
-    recall = data.get("probe_recall", {}).get("models", {})
-    rows = []
-    for row in data["runs"]:
-        variant = row.get("baseline") or f"{row['position']}/{row['attention']}"
-        key = row["id"].split("/")[0].split(" + ")[0] + "/" + row["id"].split("/")[1]
-        rows.append([variant, recipe_of(results, row, stem), row["seed"], epochs_cell(row),
-                     f"{row['train_minutes']:.1f}" if row["train_minutes"] else "—", score(_dev(row)),
-                     recall.get(key, "") if not row.get("snapshot_of_epochs") else ""])
-    return table(["variant", "recipe", "seed", "pretraining epochs", "wall time (min)", "dev", "`probe_recall.py`"],
-                 rows)
-
-
-def cpu_runs_amx(results: Results) -> str:
-    return _runs_table(results, "accuracy_vs_compute_cpu")
-
-
 def finetune_lr_sweep(results: Results) -> str:
     data = results["finetune_lr_sweep_cpu"]
     rows = []
@@ -727,13 +777,15 @@ def _rate_cells(points: dict[float, float], chosen: float) -> str:
 
 def heldout_selection_cpu(results: Results) -> str:
     rows = []
-    for row in results["accuracy_vs_compute_cpu"]["runs"]:
-        if "selection_points" not in row:
+    for row in results.records("accuracy_vs_compute_cpu"):
+        facts = row["facts"]
+        if "selection_points" not in facts:
             continue
-        points = {p["learning_rate"]: 100 * p["holdout_correct"] / p["holdout_total"] for p in row["selection_points"]}
-        rows.append([f"{row['position']}, {row['pretrain_epochs']:g} epochs", row["seed"],
-                     _rate_cells(points, row["finetune_learning_rate"]), score(_dev(row)),
-                     minutes(row["selection_seconds"])])
+        points = {p["learning_rate"]: 100 * p["holdout_correct"] / p["holdout_total"]
+                  for p in facts["selection_points"]}
+        rows.append([f"{facts['position']}, {facts['pretrain_epochs']:g} epochs", row["seeds"][0],
+                     _rate_cells(points, facts["finetune_learning_rate"]), score(row["scores"]["dev"]),
+                     minutes(row["seconds"]["selection"])])
     wide = results["finetune_lr_wide_grid_cpu"]
     for name, run in sorted(wide["runs"].items()):
         points = {float(k): v for k, v in run["heldout_accuracy_by_lr"].items()}
@@ -787,15 +839,15 @@ def design_probes(results: Results) -> str:
     e80 = runs["cpu-fast-e80/learned-causal-seed0"]
     return table(["probe (learned, seed 0, fp32)", "result"], [
         ["20 epochs: the preset's pretraining against the reference's",
-         f"loss {bundle['cpu-fast (fp32)']:.2f} against {bundle['reference']:.2f}; dev {pct(fast['dev_accuracy'])} "
-         f"against {pct(ref['dev_accuracy'])}; pretraining {fast['pretrain_seconds']:.0f} s against "
-         f"{ref['pretrain_seconds']:.0f} s"],
+         f"loss {bundle['cpu-fast (fp32)']:.2f} against {bundle['reference']:.2f}; dev {pct(dev_of([fast])[0])} "
+         f"against {pct(dev_of([ref])[0])}; pretraining {fast['seconds']['pretrain']:.0f} s against "
+         f"{ref['seconds']['pretrain']:.0f} s"],
         ["20 epochs of the reference with dropout 0 only",
          f"loss {drop['final_pretrain_loss']['dropout 0']:.2f} against "
          f"{drop['final_pretrain_loss']['dropout 0.1 (reference)']:.2f}, {drop['pretrain_seconds']} s"],
         ["batch 32, constant lr, 800 steps", " · ".join(f"lr {k}: loss {v:.2f}" for k, v in rate.items())],
         ["finetuning the 80-epoch model with the reference dropout 0.1", f"{score(ft['dev'])} against "
-         f"{pct(e80['dev_accuracy'])} with its own dropout 0"],
+         f"{pct(dev_of([e80])[0])} with its own dropout 0"],
     ])
 
 
@@ -923,10 +975,6 @@ def recitation_rates(results: Results) -> str:
     return table(["model (as above)", *(f"lr {lr(rate)}" for rate in rates), "chosen"], rows)
 
 
-def cpu_runs_fp32(results: Results) -> str:
-    return _runs_table(results, "accuracy_vs_compute_cpu_fp32")
-
-
 def cpu_fp32_levers(results: Results) -> str:
     data = results["cpu_fp32_levers"]
     mixed, std, check = data["mixed_training"], data["standard_same_compute"], data["schedule_check"]
@@ -976,7 +1024,7 @@ def timings(results: Results) -> str:
          f"rope; {light['note']}", "2 CPU cores, fp32", f"{light['total_seconds']:,.0f} s",
          " · ".join(f"{n} {pct(r['dev']['accuracy'])}" for n, r in light_runs.items())],
         ["20 epochs of the reference pretraining, learned", "reference model and hyperparameters", "2 CPU cores, fp32",
-         f"{ref20['pretrain_seconds']:.0f} s + {ref20['finetune_seconds']:.0f} s", pct(ref20["dev_accuracy"])],
+         f"{ref20['seconds']['pretrain']:.0f} s + {ref20['seconds']['finetune']:.0f} s", pct(dev_of([ref20])[0])],
         *cpu_projections(results),
         ["`make reproduce`", "the faithful recipe's pretraining (650 epochs), per variant and seed", "1 H100",
          f"{min(h100):.0f}–{max(h100):.0f} s", "above"],
@@ -1173,9 +1221,8 @@ def bf16_epoch_seconds(results: Results) -> str:
     for run_id, label in (("cpu-fast-e80/learned-causal-seed0", "learned, fp32"),
                           ("cpu-fast-bf16-e220/learned-causal-seed0", "learned, bf16"),
                           ("cpu-fast-bf16-e220/rope-causal-seed0", "rope, bf16")):
-        r = runs[run_id]
-        rows.append([label, f"{r['pretrain_epochs']:g}", f"{r['pretrain_seconds']:,.0f} s",
-                     f"{r['pretrain_seconds'] / r['pretrain_epochs']:.1f} s"])
+        epochs, seconds = runs[run_id]["facts"]["pretrain_epochs"], runs[run_id]["seconds"]["pretrain"]
+        rows.append([label, f"{epochs:g}", f"{seconds:,.0f} s", f"{seconds / epochs:.1f} s"])
     return table(["`--preset cpu-fast` pretraining", "epochs", "pretraining", "per epoch"], rows)
 
 
@@ -1687,15 +1734,15 @@ def presets(results: Results) -> str:
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in (
     demo, demo_amx, demo_mixing, front, pipeline, summary, anchors, faithful_seeds, faithful_pretraining,
     faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
-    faithful_synthesizer, cpu_seed_groups, cpu_runs_amx, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
+    faithful_synthesizer, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
     dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_runs_fp32, cpu_fp32_levers,
+    recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_fp32_levers,
     cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
     span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
-    recitation_chars)}
+    recitation_chars)} | {name: spec_table(spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

@@ -29,6 +29,7 @@ from docs_tables import (  # noqa: E402
     FRONTIER_RUNS,
     Results,
     by_seed,
+    cpu_group,
     recitation_source,
     seed_values,
     span_made,
@@ -50,40 +51,44 @@ CITED = [
 ]
 
 
-def load(folder: Path = RESULTS) -> tuple[dict, dict]:
-    """(accuracy_vs_compute_cpu.json, anchors.json) of `folder`."""
-    return (json.loads((folder / "accuracy_vs_compute_cpu.json").read_text()),
-            json.loads((folder / "anchors.json").read_text()))
+def load(folder: Path = RESULTS) -> tuple[Results, dict]:
+    """(the results of `folder`, its anchors.json)."""
+    return Results(folder), json.loads((folder / "anchors.json").read_text())
 
 
-def plot(runs: dict, anchors: dict) -> Figure:
-    """The figure; lines and labels come from the JSON, so a new measurement moves them."""
-    rows = {row["id"]: row for row in runs["runs"]}
-    groups = {g["name"]: g for g in runs["seed_groups"]}
+def minutes(record: dict) -> float:
+    return record["seconds"]["train"] / 60
+
+
+def plot(results: Results, anchors: dict) -> Figure:
+    """The figure; lines and labels come from the records of accuracy_vs_compute_cpu.json, so a new measurement
+    moves them."""
+    rows = results.records("accuracy_vs_compute_cpu")
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for name, label, colour in CITED:
-        points = [rows[i] for i in groups[name]["ids"]]
-        xs, ys = [p["train_minutes"] for p in points], [p["dev_accuracy"] for p in points]
+        points = cpu_group(results, name)
+        xs, ys = [minutes(p) for p in points], [p["scores"]["dev"]["accuracy"] for p in points]
         ax.scatter(xs, ys, s=18, color=colour, alpha=0.45, linewidths=0)
         ax.errorbar(statistics.mean(xs), statistics.mean(ys), xerr=statistics.stdev(xs), yerr=statistics.stdev(ys),
                     fmt="D", color=colour, markersize=7, capsize=3, label=label)
-    right = max(r["train_minutes"] for r in rows.values()) * 1.05
+    right = max(minutes(r) for r in rows) * 1.05
     goal = anchors["cpu_goal_minutes"]
     references = [(bar["accuracy"], f"handout bar, {name} ({bar['split']})", "--", "0.45")
                   for name, bar in anchors["handout_bars"].items()]
-    for row in rows.values():
-        if row.get("baseline"):
-            references.append((row["dev_accuracy"], row["baseline"].split(" (")[0].capitalize(), ":", "0.45"))
+    for row in rows:
+        if row["facts"].get("baseline"):
+            references.append((row["scores"]["dev"]["accuracy"], row["variant"].split(" (")[0].capitalize(), ":",
+                               "0.45"))
     for y, text, style, colour in references:
         ax.axhline(y, linestyle=style, linewidth=0.8, color=colour, zorder=0)
         ax.text(0.6, y + 0.25, f"{text} {y:.1f}%", fontsize=7.5, color="0.3", va="bottom")
     ax.axvline(goal, linestyle="--", linewidth=0.8, color="0.45", zorder=0)
     ax.text(goal - 0.8, 0.4, f"{goal}-minute goal", fontsize=7.5, color="0.3", ha="right", va="bottom")
     ax.set_xlim(0, right)
-    ax.set_ylim(0, max(r["dev_accuracy"] for r in rows.values()) + 3)
+    ax.set_ylim(0, max(r["scores"]["dev"]["accuracy"] for r in rows) + 3)
     ax.set_xlabel("pretraining + finetuning wall time (minutes)")
     ax.set_ylabel("dev exact match (%), 500 questions")
-    ax.set_title(f"Dev accuracy against compute on {runs['hardware']}", fontsize=10)
+    ax.set_title(f"Dev accuracy against compute on {rows[0]['hardware']}", fontsize=10)
     ax.grid(alpha=0.25)
     ax.legend(loc="upper left", bbox_to_anchor=(0.01, 0.86), fontsize=8, title_fontsize=8, framealpha=0.95,
               title="--preset cpu-fast, 3 seeds:\nmean ± std (dots: each seed)")

@@ -11,10 +11,14 @@ import re
 import shutil
 
 import pytest
+from test_readme_commands import load as load_script
 
 import recipes
-from experiments.docs_tables import BEST_SHAPE, BLOCK, DOCS, ROOT, TABLES, Results, render, stale
 from training import ModelArguments
+
+docs_tables = load_script("experiments/docs_tables.py")  # as it runs: its sibling records.py by that name
+BEST_SHAPE, BLOCK, DOCS, ROOT = docs_tables.BEST_SHAPE, docs_tables.BLOCK, docs_tables.DOCS, docs_tables.ROOT
+TABLES, Results, render, stale = docs_tables.TABLES, docs_tables.Results, docs_tables.render, docs_tables.stale
 
 RESULTS = ROOT / "results"
 
@@ -56,7 +60,9 @@ def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_lin
 def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
     """The frontier JSON names one machine for the file, and fp32; a run with its own `hardware` key ran elsewhere,
     one with a `mixed_precision` key in that precision."""
-    from experiments.docs_tables import FRONTIER_NO_AMX, FRONTIER_NO_AMX_BF16, headline_rows
+    FRONTIER_NO_AMX = docs_tables.FRONTIER_NO_AMX
+    FRONTIER_NO_AMX_BF16 = docs_tables.FRONTIER_NO_AMX_BF16
+    headline_rows = docs_tables.headline_rows
 
     def no_amx_rows(results: Results) -> list[str]:
         return [r["hardware"] for r in headline_rows(results) if "(46 epochs)" in r["recipe"]
@@ -78,7 +84,7 @@ def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
 
 
 def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_path):
-    from experiments.docs_tables import FRONTIER_150_LEARNED, headline_rows
+    FRONTIER_150_LEARNED, headline_rows = docs_tables.FRONTIER_150_LEARNED, docs_tables.headline_rows
 
     def learned_150(results: Results) -> dict:
         return next(r for r in headline_rows(results) if r["variant"].startswith("learned") and "(150 epochs)" in
@@ -198,7 +204,7 @@ def test_the_readme_is_a_front_page_and_its_links_resolve():
 def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     """README's span-answers row: the continuation's dev score of every rope seed, each seed's own pretraining time,
     and '(2 machines)' once a seed's run names a machine of its own."""
-    from experiments.docs_tables import headline_rows
+    headline_rows = docs_tables.headline_rows
 
     def span_row(results: Results) -> dict:
         return next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"])
@@ -226,7 +232,7 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
 def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
     """The CHOOSE=1 row: per seed that choose_final_questions.py ran on, the dev score of the held-out model when it
     chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds agree."""
-    from experiments.docs_tables import headline_rows
+    headline_rows = docs_tables.headline_rows
 
     def chosen_row(results: Results, variant: str = "rope") -> dict:
         return next(r for r in headline_rows(results)
@@ -257,7 +263,9 @@ def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
 def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_frontier_run_it_reevaluated():
     """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
     run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
-    from experiments.docs_tables import FRONTIER_150_LEARNED, headline_rows, recitation_source
+    FRONTIER_150_LEARNED = docs_tables.FRONTIER_150_LEARNED
+    headline_rows = docs_tables.headline_rows
+    recitation_source = docs_tables.recitation_source
 
     results = Results()
     row = next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"]
@@ -279,7 +287,7 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
 
 
 def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in_one_row(tmp_path):
-    from experiments.docs_tables import headline_rows
+    headline_rows = docs_tables.headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())
@@ -311,7 +319,7 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
 
 
 def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
-    from experiments.docs_tables import presets
+    presets = docs_tables.presets
 
     lines = presets(Results(RESULTS)).splitlines()
     best = next(line for line in lines if line.startswith("| [`best`](../recipes/best.yaml) |"))
@@ -326,7 +334,7 @@ def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
     the summary row read both, final models' dev scores side by side."""
     import copy
 
-    from experiments.docs_tables import headline_rows
+    headline_rows = docs_tables.headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "confidence_cpu_span.json").read_text())
@@ -356,7 +364,7 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
     figures side by side."""
     import copy
 
-    from experiments.docs_tables import span_seeds
+    span_seeds = docs_tables.span_seeds
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     seeds = dict(span_seeds(json.loads((RESULTS / "confidence_cpu_span.json").read_text())))
@@ -382,7 +390,7 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
     # learned positions after every rope row, one seed: its own figures, no spread
     assert lines[4].startswith("| learned, 220 | 0 | 21.0 min | 320 of ") and lines[4].endswith(
         "| **65.0%** | 65.0% | 75.0% |")
-    from experiments.docs_tables import headline_rows  # and its own row in the summary
+    headline_rows = docs_tables.headline_rows  # and its own row in the summary
 
     (row,) = [r for r in headline_rows(Results(tmp_path / "results"))
               if r["variant"].startswith("learned") and r["recipe"].startswith("**span corruption**")]
@@ -394,7 +402,7 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
     """faithful_h100_fast_path.json: the README's recite-after-faithful-pretraining row, the results table's stages
     (the chosen rate in bold) and the GPU table's measured whole pretraining follow the JSON; the benchmark table
     names each call's GPU."""
-    from experiments.docs_tables import headline_rows
+    headline_rows = docs_tables.headline_rows
 
     def fast_rows(results: Results) -> list[dict]:
         return [r for r in headline_rows(results) if r["how"] == "the-faithful-recipe-on-the-fast-path-then-recite"]

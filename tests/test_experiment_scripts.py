@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from processes import run_concurrently, run_script, user_env
+from test_readme_commands import load as load_script
 
 import train_finetune
 import train_pretrain
@@ -59,81 +60,85 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
 
     table = run_ok([sys.executable, "experiments/collect_results.py", str(out / "results.json"), "--label_from_dir",
                     "--json", str(tmp_path / "acc.json"), "--plot", str(tmp_path / "acc.png")])
-    collected = json.loads((tmp_path / "acc.json").read_text())["runs"]
-    assert [r["pretrain_epochs"] for r in collected] == [1, 2.0]
+    collected = json.loads((tmp_path / "acc.json").read_text())["records"]
+    assert [r["facts"]["pretrain_epochs"] for r in collected] == [1, 2.0]
+    assert all(r["hardware"] and r["date"] and r["seconds"]["train"] > 0 for r in collected)
     assert (tmp_path / "acc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| exp | learned/causal | 0 | 1 |" in table
 
 
 def _load_script(name: str):
-    import importlib.util
+    """experiments/NAME.py as it runs: its sibling scripts (records.py, probe_recall.py, ...) by their own names."""
+    return load_script(f"experiments/{name}.py")
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def _base_record(collect, name: str = "e220/rope-causal-seed0-epoch-160", seed: int = 0, accuracy: float = 16.6,
+                 minutes: float = 31.0) -> dict:
+    return collect.record(name, recipe="e220", variant="rope/causal", seeds=[seed], hardware="a CPU",
+                          scores={"dev": {"correct": int(accuracy * 5), "total": 500, "accuracy": accuracy}},
+                          seconds={"pretrain": 1800.0, "finetune": 60.0, "train": minutes * 60},
+                          facts={"run_folder": name.split("/")[0], "position": "rope", "attention": "causal",
+                                 "pretrain_epochs": 160, "snapshot_of_epochs": 220})
 
 
 def test_finetune_sweep_points_are_priced_with_their_models_pretraining(tmp_path):
     collect = _load_script("collect_results")
-    base = {"id": "e220/rope-causal-seed0-epoch-160", "recipe": "e220", "position": "rope", "attention": "causal",
-            "seed": 0, "pretrain_epochs": 160, "snapshot_of_epochs": 220, "pretrain_seconds": 1800.0,
-            "finetune_seconds": 60.0, "train_minutes": 31.0, "dev_accuracy": 16.6, "dev_correct": 83,
-            "dev_total": 500}
+    base = _base_record(collect)
     cmd = "accelerate launch train_finetune.py --model_name_or_path out/e220/rope-causal-seed0-pretrain/epoch-160 --x 1"
     sweep = tmp_path / "sweep.json"
     runs = [{"finetune_learning_rate": lr, "finetune_epochs": 10, "finetune_seconds": 90, "dev_accuracy": acc,
              "dev_correct": int(acc * 5), "dev_total": 500, "command": cmd}
             for lr, acc in ((7.5e-5, 21.6), (6e-4, 9.0))]
     sweep.write_text(json.dumps({"runs": runs}))
-    rows = collect.sweep_rows(sweep, 7.5e-5, 10, {base["id"]: base})
+    rows = collect.sweep_rows(sweep, 7.5e-5, 10, {base["name"]: base})
     assert len(rows) == 1
     row = rows[0]
-    assert row["train_minutes"] == round((1800 + 90) / 60, 2) and row["dev_accuracy"] == 21.6
-    assert row["pretrain_epochs"] == 160 and row["snapshot_of_epochs"] == 220 and row["command"] == cmd
-    assert row["id"] != base["id"]
+    assert row["seconds"]["train"] == 1800 + 90 and row["scores"]["dev"]["accuracy"] == 21.6
+    assert row["facts"]["pretrain_epochs"] == 160 and row["facts"]["snapshot_of_epochs"] == 220
+    assert row["command"] == cmd and row["name"] != base["name"] and base["scores"]["dev"]["accuracy"] == 16.6
+    collect.records.check([base, row], "sweep")  # the record shape, names distinct
     with pytest.raises(SystemExit, match="no collected run"):
         collect.sweep_rows(sweep, 7.5e-5, 10, {})
     sweep.write_text(json.dumps({"runs": [{"finetune_learning_rate": 7.5e-5, "finetune_epochs": 10,
                                             "command": "train_finetune.py --output_dir x"}]}))
     with pytest.raises(SystemExit, match=r"sweep.json: runs\[0\]: needs .*--model_name_or_path"):
-        collect.sweep_rows(sweep, 7.5e-5, 10, {base["id"]: base})
+        collect.sweep_rows(sweep, 7.5e-5, 10, {base["name"]: base})
     sweep.write_text("{not json")
     with pytest.raises(SystemExit, match="sweep.json: not a finetuning sweep JSON"):
         collect.sweep_rows(sweep, 7.5e-5, 10, {})
 
 
-def test_a_runs_note_travels_into_its_row():
+def test_a_runs_note_travels_into_its_record():
     collect = _load_script("collect_results")
     run = {"name": "rope-causal-seed0", "position": "rope", "attention": "causal", "seed": 0, "pretrain_epochs": 160,
            "pretrain_seconds": 3576.6, "finetune_seconds": 106.6, "train_seconds": 3683.2,
            "dev": {"accuracy": 17.0, "correct": 85, "total": 500}}
     noted = dict(run, name="rope-causal-seed1", note="resumed from step 2,500")
     rows = collect.rows_from({"runs": [run, noted], "command": "python experiments/run_experiments.py"}, "e160")
-    assert [r.get("note") for r in rows] == [None, "resumed from step 2,500"]
-    assert "note" not in rows[0] and rows[1]["train_minutes"] == round(3683.2 / 60, 2)
+    assert [r["facts"].get("note") for r in rows] == [None, "resumed from step 2,500"]
+    assert rows[1]["seconds"]["train"] == 3683.2 and rows[1]["name"] == "e160/rope-causal-seed1"
 
 
-def test_seed_groups_report_mean_and_sample_std_and_reject_bad_groups(tmp_path):
+def test_seed_groups_name_runs_of_distinct_seeds_and_reject_bad_groups(tmp_path):
     collect = _load_script("collect_results")
-    runs = {f"r{seed}/rope-causal-seed{seed}": {"seed": seed, "dev_accuracy": acc, "train_minutes": minutes,
-                                                "recipe": f"r{seed}", "position": "rope", "attention": "causal",
-                                                "pretrain_epochs": 290}
+    runs = {f"r{seed}/rope-causal-seed{seed}": _base_record(collect, f"r{seed}/rope-causal-seed{seed}", seed, acc,
+                                                            minutes)
             for seed, acc, minutes in ((0, 30.0, 60.0), (1, 26.0, 58.0), (2, 28.0, 59.0))}
     ids = ",".join(runs)
-    (group,) = collect.seed_groups([f"rope 290 ep={ids}"], runs)
-    assert group["name"] == "rope 290 ep" and group["seeds"] == [0, 1, 2] and group["n"] == 3
+    assert collect.seed_groups([f"rope 290 ep={ids}"], runs) == {"rope 290 ep": list(runs)}
+    group = collect.group_summary("rope 290 ep", list(runs.values()))
+    assert group["seeds"] == [0, 1, 2] and group["n"] == 3
     assert group["dev_accuracy_mean"] == 28.0 and group["dev_accuracy_std"] == 2.0  # n - 1: sqrt((4 + 4 + 0) / 2)
     assert group["train_minutes_mean"] == 59.0 and group["train_minutes_std"] == 1.0
     collect.plot(list(runs.values()), tmp_path / "seeds.png", "t", [group])
     assert (tmp_path / "seeds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # A group kept in --json is recomputed from the rows, so it cannot go stale when a row is re-collected.
-    rows = [dict(r, id=i, dev_correct=0, dev_total=500) for i, r in runs.items()]
-    stale = dict(group, dev_accuracy_mean=99.0)
-    (tmp_path / "acc.json").write_text(json.dumps({"runs": rows, "seed_groups": [stale]}))
-    run_ok([sys.executable, "experiments/collect_results.py", "--json", str(tmp_path / "acc.json"),
-            "--plot", str(tmp_path / "acc.png")])
-    assert json.loads((tmp_path / "acc.json").read_text())["seed_groups"] == [group]
+    # --seed_group marks the records; what they measured stays as it was, so no summary can go stale
+    collect.records.write(tmp_path / "acc.json", list(runs.values()), what="a test")
+    table = run_ok([sys.executable, "experiments/collect_results.py", "--json", str(tmp_path / "acc.json"),
+                    "--plot", str(tmp_path / "acc.png"), "--seed_group", f"rope 290 ep={ids}"])
+    assert "rope 290 ep: seeds [0, 1, 2]: dev 28.0 ± 2.0% (30.0, 26.0, 28.0), 59.0 ± 1.0 min" in table
+    study = json.loads((tmp_path / "acc.json").read_text())
+    assert study["what"] == "a test" and [r["facts"]["seed_group"] for r in study["records"]] == ["rope 290 ep"] * 3
     with pytest.raises(SystemExit, match="expected NAME=ID,ID"):
         collect.seed_groups(["r0/rope-causal-seed0,r1/rope-causal-seed1"], runs)
     with pytest.raises(SystemExit, match="at least two run ids"):

@@ -46,9 +46,9 @@ def test_the_plot_shows_the_cited_recipes_with_nothing_overlapping():
 
 def test_the_plot_follows_the_json(tmp_path):
     runs, anchors = load()
-    moved = copy.deepcopy(runs)
-    first = next(g for g in moved["seed_groups"] if g["name"] == CITED[0][0])["ids"][0]
-    next(r for r in moved["runs"] if r["id"] == first)["dev_accuracy"] += 3.0
+    moved = load()[0]  # its own copy of the records: one seed of the first cited recipe moves
+    first = next(r for r in moved.records("accuracy_vs_compute_cpu") if r["facts"].get("seed_group") == CITED[0][0])
+    first["scores"]["dev"]["accuracy"] += 3.0
     mean = [line.get_ydata()[0] for line in plot(runs, anchors).axes[0].lines if line.get_marker() == "D"]
     moved_mean = [line.get_ydata()[0] for line in plot(moved, anchors).axes[0].lines if line.get_marker() == "D"]
     assert moved_mean[0] == mean[0] + 1.0 and moved_mean[1:] == mean[1:]
@@ -59,7 +59,10 @@ def test_the_plot_follows_the_json(tmp_path):
 def test_stored_and_answered_reads_every_seed_from_the_json():
     """The README's figure: the faithful models' probe (of 449) and dev scores, the recitation recipe's probe (of
     471) and dev scores, seed by seed; its recipes are the ones docs_tables.py's summary rows name."""
-    from experiments.docs_tables import FRONTIER_150, FRONTIER_150_LEARNED, FRONTIER_RUNS
+    tables = load_script("experiments/docs_tables.py")
+    FRONTIER_150 = tables.FRONTIER_150
+    FRONTIER_150_LEARNED = tables.FRONTIER_150_LEARNED
+    FRONTIER_RUNS = tables.FRONTIER_RUNS
 
     assert [names for _, names in RECITE_RECIPES["rope"]] == [FRONTIER_RUNS, FRONTIER_150]
     assert RECITE_RECIPES["learned"][1][1] == FRONTIER_150_LEARNED
