@@ -115,7 +115,8 @@ def short_hardware(text: str) -> str:
 SPECS = Path(__file__).with_name("tables.yaml")
 FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:score}', '{seconds[train]:min}'
     "pct": pct, "score": score, "lr": lr, "hw": short_hardware, "seeds": seeds_list, "spread": spread,
-    "min": lambda seconds: f"{seconds / 60:.1f}",
+    "min": lambda seconds: f"{seconds / 60:.1f}", "percent": lambda share: f"{100 * share:.1f}",
+    "hide": lambda value: "",  # a fact that only chooses the template: "(the default){facts[default]:hide}"
     "spread_min": lambda seconds: spread([s / 60 for s in seconds], " min"),
 }
 
@@ -177,7 +178,8 @@ def make_table(rows: list[dict], columns: list[list]) -> str:
 def spec_table(spec: dict) -> Callable[[Results], str]:
     """A table of tables.yaml: its study's records, optionally grouped by a fact (groups in order of appearance)."""
     def render_spec(results: Results) -> str:
-        rows = results.records(spec["study"])
+        rows = [rec for rec in results.records(spec["study"])
+                if all(rec["facts"].get(key) == value for key, value in spec.get("where", {}).items())]
         if "group_by" in spec:
             groups: dict = {}
             for rec in rows:
@@ -755,20 +757,6 @@ def faithful_synthesizer(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- CPU, AMX
 
 
-def finetune_lr_sweep(results: Results) -> str:
-    data = results["finetune_lr_sweep_cpu"]
-    rows = []
-    for run in sorted(data["runs"], key=lambda r: (r.get("attention", "causal"), r["position"], r["pretrain_epochs"],
-                                                   -r["finetune_learning_rate"], r["finetune_epochs"])):
-        model = f"{run['position']}/{run.get('attention', 'causal')}, {run['pretrain_epochs']} epochs"
-        if run["snapshot_of_epochs"]:
-            model += f" (snapshot of {run['snapshot_of_epochs']})"
-        rows.append([model, lr(run["finetune_learning_rate"]), run["finetune_epochs"],
-                     score({"accuracy": run["dev_accuracy"], "correct": run["dev_correct"], "total": run["dev_total"]}),
-                     f"{run['finetune_seconds']} s"])
-    return table(["pretrained model (`--preset cpu-fast`)", "finetuning lr", "epochs", "dev", "finetuning"], rows)
-
-
 def _rate_cells(points: dict[float, float], chosen: float) -> str:
     """'3e-5: 8.0 · **1e-4: 17.0** · ...': held-out accuracy per rate, the chosen rate in bold."""
     cells = [(f"{lr(rate)}: {acc:.1f}", rate) for rate, acc in sorted(points.items())]
@@ -1007,7 +995,7 @@ def cpu_fp32_finetuning(results: Results) -> str:
 
 def timings(results: Results) -> str:
     light = results["light_cpu"]
-    light_runs = {r["name"]: r for r in light["runs"]}
+    light_runs = {r["name"]: r["scores"] for r in results.records("light_cpu")}
     ref20 = cpu_runs(results)["reference-e20/learned-causal-seed0"]
     pre = faithful(results)["pretraining"]
     h100 = [s["loop_seconds"] for v in pre.values() for s in v.values()]
@@ -1187,20 +1175,6 @@ def bench_seeds_cpu(results: Results) -> str:
                  [[what, f"{wall:.1f} s", f"×{separate / wall:.2f}",
                    f"— (one seed run twice: {twice:.3g})" if not i else f"{diff:.3g}"]
                   for i, (what, wall, diff) in enumerate(ways)])
-
-
-def bench_train(results: Results) -> str:
-    return _bench_train_table(results["bench_train_cpu"])
-
-
-def bench_train_bf16(results: Results) -> str:
-    return _bench_train_table(results["bench_train_cpu_bf16"])
-
-
-def _bench_train_table(data: dict) -> str:
-    rows = [[r["batches"], r["variant"], f"{r['median_step_s']:.2f} s", f"{r['useful_tokens_per_s']:,}",
-             f"×{r['speedup_vs_a']:.2f}", f"{100 * r['pad_fraction_padded']:.1f}"] for r in data["rows"]]
-    return table(["batches", "variant", "step (median)", "useful tokens/s", "vs (a)", "PAD % when padded"], rows)
 
 
 def bench_eval(results: Results) -> str:
@@ -1689,24 +1663,6 @@ def miss_split(results: Results) -> str:
     return miss_table(results["miss_split_cpu"])
 
 
-def recitation_chars(results: Results) -> str:
-    """--recitation_chars on held-out training questions, split as miss_split.py splits dev."""
-    data = results["recitation_chars_cpu"]
-    kinds = ["place in the line, within the recitation limit", "place ends past the recitation limit"]
-    rows = []
-    for r in data["runs"]:
-        default = " (the default)" if r["recitation_chars"] == 96 else ""
-        flag = f"`--recitation_chars {r['recitation_chars']}`{default}"
-        rows.append([flag, f"**{score(r['holdout'])}**",
-                     *(f"{r['kinds'][k]['right']} of {r['kinds'][k]['questions']}" for k in kinds),
-                     r["misses_answered"]["words not in the line"], f"{r['finetune_seconds']:.0f} s"])
-    return table(["rope 4 × 128, recite finetuning at 1.5e-4", "400 held-out", "place within 96 characters",
-                  "place past them", "misses not in the line", "finetuning"], rows)
-
-
-# ---------------------------------------------------------------------------------------------------- presets
-
-
 def presets(results: Results) -> str:
     """What each `--preset` sets, per stage and in the evaluation, and what it needs from you, read from its file in
     recipes/ (the home of these values; docs/usage.md links them)."""
@@ -1731,18 +1687,19 @@ def presets(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- machinery
 
 
-TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in (
-    demo, demo_amx, demo_mixing, front, pipeline, summary, anchors, faithful_seeds, faithful_pretraining,
-    faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs, cpu_fast_on_h100,
-    faithful_synthesizer, finetune_lr_sweep, heldout_selection_cpu, weight_decay,
-    dropout, design_probes, batch_probes, batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
-    readme_gpu, bench_train, bench_train_bf16, bench_eval, bf16_epoch_seconds,
+CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
+    demo, demo_amx, demo_mixing, front, pipeline, summary, anchors, faithful_seeds,
+    faithful_pretraining, faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs,
+    cpu_fast_on_h100, faithful_synthesizer, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
+    batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,
+    span_continue, final_questions, reference_size, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops,
+    bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu, readme_gpu, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
     span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
-    recitation_chars)} | {name: spec_table(spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}
+)
+TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
+    name: spec_table(spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

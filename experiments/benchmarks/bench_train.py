@@ -16,9 +16,11 @@ import json
 import math
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
 import torch
@@ -34,7 +36,10 @@ from data_scripts import (
     span_corruption_dataset,
 )
 from modeling_chargpt import IGNORE_INDEX, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
+from training.files import atomic_write_text
 from training.precision import resolve_precision
+
+WHAT = "training steps of the reference loop and its faster variants (experiments/benchmarks/bench_train.py)"
 
 
 class ReferenceSelfAttention(nn.Module):
@@ -158,9 +163,9 @@ def main() -> None:
         return {k: v.to(device) for k, v in batch.items()}
 
     cfg = CharGPTConfig(vocab_size=tok.vocab_size, block_size=block)
-    results = {"device": str(device), "threads": opts.threads, "torch": torch.__version__,
-               "cpu": platform.processor() or platform.machine(), "bf16": opts.bf16, "batch_size": opts.batch_size,
-               "rows": []}
+    hardware = (f"{platform.processor() or platform.machine()} {str(device).upper()}, {opts.threads} threads, torch "
+                f"{torch.__version__}" + (", bf16 autocast" if opts.bf16 else ""))
+    records = []  # experiments/records.py's shape, so docs_tables.py renders them as they are
     for kind, (padded, packed, useful, pad_frac, packed_rows) in kinds.items():
         torch.manual_seed(0)
         ref = ReferenceGPT(tok.vocab_size, block).to(device)
@@ -182,16 +187,19 @@ def main() -> None:
             times = time_steps(step, batches, opts.steps)
             med = statistics.median(times)
             base = base or med
-            row = {"batches": kind, "variant": name, "median_step_s": round(med, 4),
-                   "useful_tokens_per_s": round(useful / med), "speedup_vs_a": round(base / med, 2),
-                   "pad_fraction_padded": round(pad_frac, 3), "packed_rows": round(packed_rows, 1)}
-            results["rows"].append(row)
+            facts = {"batches": kind, "median_step_s": round(med, 4), "useful_tokens_per_s": round(useful / med),
+                     "speedup_vs_a": round(base / med, 2), "pad_fraction_padded": round(pad_frac, 3),
+                     "packed_rows": round(packed_rows, 1), "batch_size": opts.batch_size}
+            records.append({"name": f"{kind}: {name}", "recipe": "experiments/benchmarks/bench_train.py", "flags": "",
+                            "variant": name, "seeds": [0], "hardware": hardware, "scores": {}, "seconds": {},
+                            "command": shlex.join(["python", *sys.argv]), "date": date.today().isoformat(),
+                            "facts": facts})
             print(f"{kind:<28} {name:<32} {med:7.3f} s/step  {useful / med:9.0f} useful tok/s  "
                   f"x{base / med:4.2f}", flush=True)
     print(f"\n{opts.device}, {opts.threads} threads, torch {torch.__version__}; PAD fraction of padded batches: "
           + ", ".join(f"{k} {v[3]:.1%}" for k, v in kinds.items()))
     if opts.json:
-        Path(opts.json).write_text(json.dumps(results, indent=2))
+        atomic_write_text(Path(opts.json), json.dumps({"what": WHAT, "records": records}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
