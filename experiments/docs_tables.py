@@ -11,7 +11,9 @@ Edit the JSON (or the code below), never the table: a hand edit is overwritten, 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import operator
 import re
 import statistics
 import string
@@ -175,10 +177,43 @@ def make_table(rows: list[dict], columns: list[list]) -> str:
     return table([header for header, _ in columns], [[cell(t, row) for _, t in columns] for row in rows])
 
 
+OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def compute(expression: str, row: dict) -> float:
+    """A computed column of tables.yaml: + - * / over numbers and a record's fields ('facts["steps"] / 11')."""
+    def value(node: ast.AST) -> object:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return row[node.id]
+        if isinstance(node, ast.Subscript):
+            return value(node.value)[value(node.slice)]
+        if isinstance(node, ast.BinOp) and type(node.op) in OPERATIONS:
+            return OPERATIONS[type(node.op)](value(node.left), value(node.right))
+        raise SystemExit(f"{SPECS.name}: {expression!r}: only + - * / over numbers and fields")
+    return value(ast.parse(expression, mode="eval").body)
+
+
+def flat(rec: dict) -> dict:
+    """A record as one flat dict (its facts, NAME_seconds and scores beside name and hardware), for the tables
+    that join studies in code."""
+    return {"hardware": rec["hardware"], "seed": (rec["seeds"] or [None])[0], **rec["facts"],
+            "name": rec["facts"].get("display_name", rec["name"]),
+            **{f"{stage}_seconds": s for stage, s in rec["seconds"].items()}, **rec["scores"]}
+
+
+def frontier_runs(results: Results, stem: str) -> list[dict]:
+    """The frontier runs of a probes study (facts.part 'frontier'), flat."""
+    return [flat(rec) for rec in results.records(stem) if rec["facts"].get("part") == "frontier"]
+
+
 def spec_table(spec: dict) -> Callable[[Results], str]:
-    """A table of tables.yaml: its study's records, optionally grouped by a fact (groups in order of appearance)."""
+    """A table of tables.yaml: its study's records where facts match `where`, with `compute`d fields, optionally
+    grouped by a fact (groups in order of appearance)."""
     def render_spec(results: Results) -> str:
-        rows = [rec for rec in results.records(spec["study"])
+        rows = [{**rec, **{name: compute(e, rec) for name, e in spec.get("compute", {}).items()}}
+                for rec in results.records(spec["study"])
                 if all(rec["facts"].get(key) == value for key, value in spec.get("where", {}).items())]
         if "group_by" in spec:
             groups: dict = {}
@@ -842,50 +877,13 @@ def design_probes(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- CPU, no AMX
 
 
-def batch_probes(results: Results) -> str:
-    """Batch size at equal epochs (rope, fp32, 11 epochs): the loss of the last epoch and the time per epoch."""
-    data = results["cpu_fp32_batch_probes"]
-    rows = []
-    for run in data["runs"]:
-        per_step = data["seconds_per_step"][str(run["batch_size"])]
-        rows.append([run["batch_size"], f"{run['learning_rate']:g}", f"{run['steps']:,}",
-                     f"{run['last_epoch_mean_loss']:.3f}", f"{per_step:g} s",
-                     f"{per_step * run['steps'] / 11:.0f} s"])
-    return table(["batch", "lr", "steps", "loss, last epoch (mean)", "per step", "per epoch"], rows)
-
-
-def batch_frontier(results: Results) -> str:
-    """The batch probes carried to dev: about 28 minutes of pretraining each, finetuned and evaluated."""
-    rows = []
-    for run in results["cpu_fp32_batch_probes"]["frontier_runs"]["runs"]:
-        rows.append([run["batch_size"], f"{run['learning_rate']:g}", f"{run['epochs']:.0f} ({run['steps']:,} steps)",
-                     f"{run['pretrain_seconds'] / 60:.1f} min", f"{run['train_seconds'] / 60:.1f} min",
-                     f"{run['final_pretrain_loss']:.2f}", f"{run['probe_recall']} of {run['probe_found']}",
-                     f"**{score(run['dev'])}**"])
-    return table(["batch", "lr", "pretraining epochs", "pretraining", "with finetuning", "final loss",
-                  "`probe_recall.py`", "dev"], rows)
-
-
-def shape_probes(results: Results) -> str:
-    """Smaller model shapes, and name windows, at about 9-10 minutes of pretraining each: what they store."""
-    rows = []
-    for run in results["cpu_fp32_shape_probes"]["runs"]:
-        dev = run.get("dev")
-        rows.append([run["name"], f"{run['parameters']:,}", f"{run['seconds_per_step']:g} s",
-                     f"{run['epochs']} ({run['steps']:,} steps)", f"{run['pretrain_seconds'] / 60:.1f} min",
-                     f"{run['last_epoch_mean_loss']:.3f}", f"{run['probe_recall']} of {run['probe_found']}",
-                     f"**{score(dev)}**" if dev else "—"])
-    return table(["model (rope, fp32)", "parameters", "per step", "pretraining epochs", "pretraining",
-                  "loss, last epoch (mean)", "`probe_recall.py`", "dev (finetuned, lr 7.5e-5)"], rows)
-
-
 def shape_frontier(results: Results) -> str:
     """The frontier question at about 28 minutes of pretraining: the reference shape against smaller ones."""
-    data = results["cpu_fp32_shape_probes"]["frontier_runs"]
-    ref = next(r for r in results["cpu_fp32_batch_probes"]["frontier_runs"]["runs"] if r["batch_size"] == 32)
-    ref = {**ref, **data["reference_shape"], "name": "4 layers, 256 dims (the reference shape)"}
+    ref = next(r for r in frontier_runs(results, "cpu_fp32_batch_probes") if r["batch_size"] == 32)
+    ref = {**ref, **results["cpu_fp32_shape_probes"]["frontier"]["reference_shape"],
+           "name": "4 layers, 256 dims (the reference shape)"}
     rows = []
-    for run in [ref, *data["runs"]]:
+    for run in [ref, *frontier_runs(results, "cpu_fp32_shape_probes")]:
         chosen = run.get("selection")
         rows.append([run["name"], f"{run['parameters']:,}", f"{run['epochs']:.0f}",
                      f"{run['pretrain_seconds'] / 60:.1f} min", f"{run['final_pretrain_loss']:.2f}",
@@ -901,7 +899,7 @@ def shape_frontier(results: Results) -> str:
 def mixed_frontier(results: Results) -> str:
     """Mixed training on the 4-layer 128-dim model at the frontier's budget: the questions' share and place in the
     epoch, name windows, and one longer run with its 30-minute snapshot."""
-    base = next(r for r in results["cpu_fp32_shape_probes"]["frontier_runs"]["runs"]
+    base = next(r for r in frontier_runs(results, "cpu_fp32_shape_probes")
                 if r["name"] == "4 layers, 128 dims, mixed training")
     base = {**base, "name": "each question once per epoch, spread evenly (the table above)", "flags": ""}
     entries = []
@@ -926,8 +924,7 @@ def recitation_source(results: Results, run: dict) -> dict:
     """The pretraining record a recitation run finetuned: a run of its `pretrained_results` file (the mixed-frontier
     runs by default, else the shape-probe frontier runs), or that run's snapshot."""
     stem = run.get("pretrained_results", "cpu_fp32_mixed_frontier")
-    data = results[stem]
-    runs = data["frontier_runs"]["runs"] if "frontier_runs" in data else data["runs"]
+    runs = frontier_runs(results, stem) if "records" in results[stem] else results[stem]["runs"]
     source = next(r for r in runs if r["name"] == run["pretrained_run"])
     return source["snapshot"] if run.get("snapshot") else source
 
@@ -1690,8 +1687,8 @@ def presets(results: Results) -> str:
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
     demo, demo_amx, demo_mixing, front, pipeline, summary, anchors, faithful_seeds,
     faithful_pretraining, faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs,
-    cpu_fast_on_h100, faithful_synthesizer, heldout_selection_cpu, weight_decay, dropout, design_probes, batch_probes,
-    batch_frontier, shape_probes, shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,
+    cpu_fast_on_h100, faithful_synthesizer, heldout_selection_cpu, weight_decay, dropout, design_probes,
+    shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,
     span_continue, final_questions, reference_size, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops,
     bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu, readme_gpu, bench_eval, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,

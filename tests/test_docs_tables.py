@@ -55,8 +55,8 @@ NOT_YET_RECORDS = {
     "bench_gpu_h100", "bench_gpu_h200", "bench_seeds_cpu", "confidence_cpu_recite", "confidence_cpu_span",
     "confidence_demo_cpu", "confidence_demo_mixed_cpu", "confidence_h100_grounding", "cpu_fast_design_probes",
     "cpu_fast_dropout_vanilla", "cpu_fast_weight_decay_rope", "cpu_fast_weight_decay_vanilla",
-    "cpu_fp32_batch_probes", "cpu_fp32_levers", "cpu_fp32_mixed_frontier", "cpu_fp32_recitation",
-    "cpu_fp32_reference_size", "cpu_fp32_shape_probes", "cpu_fp32_span_answers", "demo_cpu",
+    "cpu_fp32_levers", "cpu_fp32_mixed_frontier", "cpu_fp32_recitation",
+    "cpu_fp32_reference_size", "cpu_fp32_span_answers", "demo_cpu",
     "demo_cpu_no_amx", "demo_mixed_cpu", "faithful_h100", "faithful_h100_fast_path",
     "finetune_lr_wide_grid_cpu", "miss_split_cpu", "performance_cpu", "pipeline_recite_cpu",
     "span_recite_epochs_cpu", "step_ops_cpu"
