@@ -650,23 +650,6 @@ def front(results: Results) -> str:
     return table(["recipe", "positions", "dev exact match", "hardware", "time"], out)
 
 
-def pipeline(results: Results) -> str:
-    """README: dev asked through `pipeline(model=FOLDER, trust_remote_code=True)`, the model's saved format and
-    threshold (experiments/benchmarks/measure_pipeline.py; results/pipeline_recite_cpu.json)."""
-    data = results["pipeline_recite_cpu"]
-    dev, made = data["dev"], data["recipe"]
-    seeds = ", ".join(str(row["seed"]) for row in made["seeds"])
-    threshold = data["answering"]["abstain_below"]
-    chosen = data["answering"]["abstention"]
-    return table(["model", "dev, answering every question", "saved threshold (held-out precision)",
-                  "dev answered", "dev precision"],
-                 [[f"{made['variant']}, 4 layers × {made['n_embd']} dims, {made['pretrain_epochs']} epochs, "
-                   f"seed {seeds}",
-                   score(dev), f"{threshold:.3g} ({100 * chosen['holdout_precision']:.1f}%)",
-                   f"{dev['coverage']:.1f}% ({dev['answered']}/{dev['total']})",
-                   f"{dev['precision']:.1f}% ({dev['answered_correct']}/{dev['answered']})"]])
-
-
 def summary(results: Results) -> str:
     """docs/results.md's summary: every headline number."""
     return _headline(headline_rows(results), "reproduce.md")
@@ -1639,24 +1622,25 @@ def confidence_faithful_h100(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- misses
 
 
-def miss_table(result: dict) -> str:
-    """experiments/miss_split.py's split: per kind of question, how many there are and each model's right answers,
-    then each model's misses by what it answered."""
-    models = result["models"]
+def miss_table(study: dict) -> str:
+    """experiments/miss_split.py's split: per kind of question (a score of each model's record), how many there are
+    and each model's right answers, then each model's misses by what it answered."""
+    models = study["records"]
     rows = []
-    for kind in ["all", *result["kinds"]]:
-        counts = [m["kinds"][kind] for m in models.values()]
-        shares = [100 * c["right"] / c["questions"] if c["questions"] else 0.0 for c in counts]
-        rows.append([kind, counts[0]["questions"], *(f"{c['right']} ({s:.1f}%)" for c, s in zip(counts, shares,
-                                                                                                  strict=True)),
+    for kind in ["all", *study["kinds"]]:
+        counts = [m["scores"][kind] for m in models]
+        shares = [100 * c["correct"] / c["total"] if c["total"] else 0.0 for c in counts]
+        rows.append([kind, counts[0]["total"], *(f"{c['correct']} ({s:.1f}%)" for c, s in zip(counts, shares,
+                                                                                                strict=True)),
                      pct(statistics.mean(shares))])
-    for how in result["answers"]:
-        answered = [m["misses_answered"][how] for m in models.values()]
+    for how in study["answers"]:
+        answered = [m["facts"]["misses_answered"][how] for m in models]
         rows.append([f"misses answered with {how}", "", *answered, f"{statistics.mean(answered):.1f}"])
-    return table(["dev questions", "of 500", *models, "mean right"], rows)
+    return table(["dev questions", "of 500", *(m["name"] for m in models), "mean right"], rows)
 
 
 def miss_split(results: Results) -> str:
+    results.records("miss_split_cpu")  # checked
     return miss_table(results["miss_split_cpu"])
 
 
@@ -1685,7 +1669,7 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, front, pipeline, summary, anchors, faithful_seeds,
+    demo, demo_amx, demo_mixing, front, summary, anchors, faithful_seeds,
     faithful_pretraining, faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs,
     cpu_fast_on_h100, faithful_synthesizer, heldout_selection_cpu, weight_decay, dropout, design_probes,
     shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import records
 from docs_tables import miss_table
 
 from data_scripts import DataFileError, load_qa_tsv
 from modeling_chargpt.answering import asked_person, recitation_limit
 from modeling_chargpt.grounding import WikiIndex, whole_word_spans
-from training.files import atomic_write_json
 
 BLOCK_SIZE = 128  # the reference's: the recitation limit of every model measured
 
@@ -108,15 +108,21 @@ def main(argv: list[str] | None = None) -> None:
         questions = read_questions(data)
     except DataFileError as err:
         raise SystemExit(f"error: {err}") from None
-    models = {label: {"predictions": path, **split(questions, Path(path).read_text(encoding="utf-8").splitlines())}
-              for label, path in zip(labels, opts.predictions, strict=True)}
-    result = {"what": opts.name or "dev misses by kind of question", "block_size": BLOCK_SIZE,
-              "date": datetime.date.today().isoformat(),
-              "command": shlex.join(["python", "experiments/miss_split.py", *(sys.argv[1:] if argv is None else argv)]),
-              "kinds": list(KINDS), "answers": list(ANSWERS), "models": models}
-    print(miss_table(result))
+    command = shlex.join(["python", "experiments/miss_split.py", *(sys.argv[1:] if argv is None else argv)])
+    models = []
+    for label, path in zip(labels, opts.predictions, strict=True):
+        found = split(questions, Path(path).read_text(encoding="utf-8").splitlines())
+        scores = {kind: {"correct": c["right"], "total": c["questions"],
+                         "accuracy": round(100 * c["right"] / c["questions"], 1) if c["questions"] else 0.0}
+                  for kind, c in found["kinds"].items()}
+        models.append(records.record(label, recipe=opts.name or "", scores=scores, command=command,
+                                     date=datetime.date.today().isoformat(),
+                                     facts={"predictions": path, "misses_answered": found["misses_answered"]}))
+    study = {"what": opts.name or "dev misses by kind of question", "block_size": BLOCK_SIZE, "kinds": list(KINDS),
+             "answers": list(ANSWERS), "records": records.check(models, "--predictions")}
+    print(miss_table(study))
     if opts.out:
-        atomic_write_json(opts.out, result)
+        records.write(Path(opts.out), models, **{k: v for k, v in study.items() if k != "records"})
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ NOT_YET_RECORDS = {
     "cpu_fp32_levers", "cpu_fp32_mixed_frontier", "cpu_fp32_recitation",
     "cpu_fp32_reference_size", "cpu_fp32_span_answers", "demo_cpu",
     "demo_cpu_no_amx", "demo_mixed_cpu", "faithful_h100", "faithful_h100_fast_path",
-    "finetune_lr_wide_grid_cpu", "miss_split_cpu", "performance_cpu", "pipeline_recite_cpu",
+    "finetune_lr_wide_grid_cpu", "performance_cpu",
     "span_recite_epochs_cpu", "step_ops_cpu"
 }
 

@@ -28,16 +28,16 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
     out = tmp_path / "split.json"
     split.main(["--data_dir", str(tmp_path), "--predictions", str(first), str(second), "--out", str(out),
                 "--labels", "a", "b"])
-    result = json.loads(out.read_text())
-    a, b = result["models"]["a"], result["models"]["b"]
-    assert a["kinds"]["all"] == {"questions": 4, "right": 1} and b["kinds"]["all"] == {"questions": 4, "right": 4}
-    assert a["kinds"]["place not in the person's line"] == {"questions": 1, "right": 0}
-    assert a["kinds"]["place ends past the recitation limit"] == {"questions": 1, "right": 0}
-    assert a["kinds"]["place in the line, within the recitation limit"] == {"questions": 2, "right": 1}
-    assert a["kinds"]["name in other people's lines too"] == {"questions": 1, "right": 1}  # Ann Lee, in Di Ray's
-    assert a["misses_answered"] == {"nothing": 1, "a wrong span of the line": 1, "words not in the line": 1}
+    a, b = json.loads(out.read_text())["records"]  # a run record per model, a score per kind of question
+    assert a["name"] == "a" and a["scores"]["all"] == {"correct": 1, "total": 4, "accuracy": 25.0}
+    assert b["scores"]["all"] == {"correct": 4, "total": 4, "accuracy": 100.0}
+    assert a["scores"]["place not in the person's line"] == {"correct": 0, "total": 1, "accuracy": 0.0}
+    assert a["scores"]["place ends past the recitation limit"]["correct"] == 0
+    assert a["scores"]["place in the line, within the recitation limit"] == {"correct": 1, "total": 2, "accuracy": 50.0}
+    assert a["scores"]["name in other people's lines too"]["correct"] == 1  # Ann Lee, in Di Ray's line
+    assert a["facts"]["misses_answered"] == {"nothing": 1, "a wrong span of the line": 1, "words not in the line": 1}
     printed = capsys.readouterr().out
-    assert "| all | 4 | 1 (25.0%) | 4 (100.0%) | 62.5% |" in printed and a["predictions"] == str(first)
+    assert "| all | 4 | 1 (25.0%) | 4 (100.0%) | 62.5% |" in printed and a["facts"]["predictions"] == str(first)
     with pytest.raises(SystemExit, match="--labels: 2 distinct names"):
         split.main(["--data_dir", str(tmp_path), "--predictions", str(first), str(second), "--labels", "a", "a"])
     with pytest.raises(SystemExit, match="3 predictions for 4 dev questions"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from processes import ask_without_the_package
+from test_readme_commands import load
 from transformers import pipeline
 
 import evaluate_birthplace
@@ -239,13 +240,16 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
                                "--data_dir", str(world), "--predictions", str(preds), "--json", str(out)]],
                              cwd=ROOT, env=user_env(HF_HOME=str(tmp_path / "hf")))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(out.read_text())
-    dev = found["dev"]
+    (found,) = json.loads(out.read_text())["records"]  # one run record (experiments/records.py's shape)
+    dev, facts = found["scores"], found["facts"]
     answered = [r for r in records if r["confidence"] >= threshold]
-    assert found["differ_from_evaluation"] == 0 and found["answering"]["abstain_below"] == threshold
-    assert (dev["total"], dev["correct"]) == (10, sum(r["correct"] for r in records))
-    assert (dev["answered"], dev["answered_correct"]) == (len(answered), sum(r["correct"] for r in answered))
-    assert dev["coverage"] == 10 * len(answered) and "at its saved threshold" in proc.stdout
+    assert facts["differ_from_evaluation"] == 0 and facts["answering"]["abstain_below"] == threshold
+    assert (dev["dev"]["total"], dev["dev"]["correct"]) == (10, sum(r["correct"] for r in records))
+    assert (dev["dev, answered"]["total"], dev["dev, answered"]["correct"]) == (len(answered),
+                                                                                sum(r["correct"] for r in answered))
+    assert facts["coverage"] == 10 * len(answered) and "at its saved threshold" in proc.stdout
+    assert load("experiments/records.py").check([found], out)
+    assert found["variant"] == config["position_embedding_type"] and found["seeds"] == []
     assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
                                                          "--json", str(out)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")

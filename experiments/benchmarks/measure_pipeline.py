@@ -29,6 +29,8 @@ from bench_data import cpu_name  # its sibling: a script's own folder is on sys.
 from data_scripts import load_qa_tsv, read_text_file
 from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
 
+WHAT = "dev answered through pipeline(model=FOLDER, trust_remote_code=True), the model's saved format and threshold"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,19 +80,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     loaded = time.perf_counter() - start
     outputs = ask(questions, batch_size=opts.batch_size)
     seconds = time.perf_counter() - start - loaded
-    record = {"what": "dev answered through pipeline(model=FOLDER, trust_remote_code=True), the model's saved "
-                      "format and threshold", "model": opts.model, "date": date.today().isoformat(),
-              "hardware": f"{cpu_name()}, fp32", "threads": torch.get_num_threads(),
-              "answering": (getattr(config, "answering", None) or {}), "dev": score(outputs, gold),
-              "seconds": {"load": round(loaded, 1), "dev": round(seconds, 1)},
-              "command": shlex.join(["python", "experiments/benchmarks/measure_pipeline.py",
-                                     *(sys.argv[1:] if argv is None else argv)])}
+    dev, answering = score(outputs, gold), getattr(config, "answering", None) or {}
+    facts = {"model": opts.model, "threads": torch.get_num_threads(), "answering": answering,
+             "coverage": dev["coverage"]}
     if measured is not None:
-        record["differ_from_evaluation"] = sum(a != out["answer"] for a, out in zip(measured, outputs, strict=True))
+        facts["differ_from_evaluation"] = sum(a != out["answer"] for a, out in zip(measured, outputs, strict=True))
     if made is not None:
-        record["recipe"] = made
-    atomic_write_json(opts.json, record)
-    d, threshold = record["dev"], record["answering"].get("abstain_below")
+        facts |= {"made_by": made["command"], "pretraining": made["pretraining"], "n_embd": made["n_embd"],
+                  "pretrain_epochs": made["pretrain_epochs"], "made": made["seeds"]}
+    record = {  # experiments/records.py's shape, so docs_tables.py renders it as it is
+        "name": opts.model, "recipe": (made or {}).get("pretraining") or "", "flags": "",
+        "variant": (made or {}).get("variant") or config.position_embedding_type,
+        "seeds": [seed["seed"] for seed in (made or {}).get("seeds") or []], "hardware": f"{cpu_name()}, fp32",
+        "scores": {"dev": {key: dev[key] for key in ("correct", "total", "accuracy")},
+                   "dev, answered": {"correct": dev["answered_correct"], "total": dev["answered"],
+                                     "accuracy": dev["precision"]}},
+        "seconds": {"load": round(loaded, 1), "dev": round(seconds, 1)},
+        "command": shlex.join(["python", "experiments/benchmarks/measure_pipeline.py",
+                               *(sys.argv[1:] if argv is None else argv)]),
+        "date": date.today().isoformat(), "facts": facts}
+    atomic_write_json(opts.json, {"what": WHAT, "records": [record]})
+    d, threshold = dev, answering.get("abstain_below")
     at = (f"at its saved threshold {threshold:.3g}: answers {d['coverage']}% of dev, {d['precision']}% of those "
           "right" if threshold is not None else "no saved threshold: it answers everything")
     print(f"dev {d['accuracy']}% ({d['correct']}/{d['total']}) answering everything; {at}; {seconds:.0f} s")
