@@ -209,11 +209,13 @@ def frontier_runs(results: Results, stem: str) -> list[dict]:
 
 
 def spec_table(spec: dict) -> Callable[[Results], str]:
-    """A table of tables.yaml: its study's records where facts match `where`, with `compute`d fields, optionally
-    grouped by a fact (groups in order of appearance)."""
+    """A table of tables.yaml: the records of its study (or studies, one after another) where facts match `where`,
+    with `compute`d fields, optionally grouped by a fact (groups in order of appearance)."""
+    studies = spec["study"] if isinstance(spec["study"], list) else [spec["study"]]
+
     def render_spec(results: Results) -> str:
         rows = [{**rec, **{name: compute(e, rec) for name, e in spec.get("compute", {}).items()}}
-                for rec in results.records(spec["study"])
+                for stem in studies for rec in results.records(stem)
                 if all(rec["facts"].get(key) == value for key, value in spec.get("where", {}).items())]
         if "group_by" in spec:
             groups: dict = {}
@@ -1157,18 +1159,6 @@ def bench_seeds_cpu(results: Results) -> str:
                   for i, (what, wall, diff) in enumerate(ways)])
 
 
-def bench_eval(results: Results) -> str:
-    fresh, trained = results["bench_eval_cpu"], results["bench_eval_cpu_trained"]
-    return table(["model", "(a) reference loop", "(b) batched, dynamic cache", "(c) batched, static cache (default)",
-                  "identical predictions"], [
-        [f"{fresh['model']} (never emits ⁇: all 32 steps run, the worst case)", f"{fresh['reference_s']} s",
-         f"{fresh['batched_dynamic_cache_s']} s (×{fresh['speedup_dynamic']})",
-         f"{fresh['batched_static_cache_s']} s (**×{fresh['speedup_static']}**)", f"{fresh['identical']}/500"],
-        [f"briefly finetuned (`{trained['model']}`, an earlier run)", f"{trained['reference_s']} s",
-         f"{trained['batched_s']} s (×{trained['speedup']})", "", f"{trained['identical']}/500"],
-    ])
-
-
 def bf16_epoch_seconds(results: Results) -> str:
     runs = cpu_runs(results)
     rows = []
@@ -1674,7 +1664,7 @@ CODED = (  # tables too particular for a query of tables.yaml: they join studies
     cpu_fast_on_h100, faithful_synthesizer, heldout_selection_cpu, weight_decay, dropout, design_probes,
     shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,
     span_continue, final_questions, reference_size, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops,
-    bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu, readme_gpu, bench_eval, bf16_epoch_seconds,
+    bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu, readme_gpu, bf16_epoch_seconds,
     performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
     confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
     span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
