@@ -65,8 +65,9 @@ def rows_from(summary: dict, label: str) -> list[dict]:
             continue
         common = {"run_folder": label, "threads": summary.get("threads")}
         if "position" not in run:  # London baseline or finetuning from scratch: no pretraining
-            facts = {"position": "-", "attention": "-", "pretrain_epochs": 0, "baseline": run["name"], **common}
-            rows.append(_record(f"{label}/{run['name']}", label, facts, {"train": run.get("train_seconds", 0.0)},
+            facts = {"position": "-", "attention": "-", "baseline": run["name"], **common}  # no epochs: none ran
+            trained = {"train": run["train_seconds"]} if "train_seconds" in run else {}  # answering London: none
+            rows.append(_record(f"{label}/{run['name']}", label, facts, trained,
                                 run["dev"], summary.get("command", ""), 0, run["name"]))
             continue
         facts = {"position": run["position"], "attention": run["attention"],
@@ -174,7 +175,7 @@ def group_summary(name: str, members: list[dict]) -> dict:
 
 
 def minutes(row: dict) -> float:
-    return row["seconds"]["train"] / 60
+    return row["seconds"].get("train", 0.0) / 60
 
 
 def accuracy(row: dict) -> float:
@@ -205,7 +206,7 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
         label = f"{variant}, {recipe}" + (" (snapshots of one run)" if snapshots else "")
         ax.plot(xs, ys, marker="o", color=palette[2 * i % 20 + (i // 10) % 2], label=label)
         for r in points:
-            if r["facts"]["pretrain_epochs"]:
+            if r["facts"].get("pretrain_epochs"):
                 ax.annotate(f"{r['facts']['pretrain_epochs']:g}ep", (minutes(r), accuracy(r)),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
     colours = ("black", "darkmagenta", "darkgoldenrod", "navy", "darkgreen", "firebrick", "teal", "saddlebrown")
@@ -288,7 +289,7 @@ def main() -> None:
         for i in ids:
             merged[i]["facts"]["seed_group"] = name
     rows = sorted(merged.values(), key=lambda r: (r["facts"]["position"], r["facts"]["run_folder"],
-                                                  r["facts"]["pretrain_epochs"] or 0))
+                                                  r["facts"].get("pretrain_epochs", 0)))
     opts.json.parent.mkdir(parents=True, exist_ok=True)
     records.write(opts.json, rows, **notes)
     groups: dict[str, list[dict]] = {}
@@ -301,7 +302,7 @@ def main() -> None:
     print("| recipe | variant | seed | pretrain epochs | pretrain + finetune (min) | dev accuracy |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        epochs = r["facts"]["pretrain_epochs"] or "-"
+        epochs = r["facts"].get("pretrain_epochs", "-")
         print(f"| {r['facts']['run_folder']} | {r['variant']} | {r['seeds'][0]} | {epochs} | {minutes(r):.1f} | "
               f"{score(r['scores']['dev'])} |")
     for g in summaries:

@@ -137,7 +137,7 @@ class Group(dict):
 
 class Template(string.Formatter):
     """str.format over a record with FORMATS; in a Group a field is the list over its members. `optional`: an empty
-    field (missing, None, 0, '') raises LookupError, so that a column can fall back to its next template."""
+    field (missing, None, '' or []) raises LookupError, so that a column can fall back to its next template."""
 
     def __init__(self, optional: bool = False) -> None:
         self.optional = optional
@@ -153,7 +153,7 @@ class Template(string.Formatter):
             if self.optional:
                 raise LookupError(field_name) from None
             raise
-        if self.optional and (value is None or value in ("", 0, [])):
+        if self.optional and (value is None or (isinstance(value, str | list) and not value)):
             raise LookupError(field_name)
         return value, first
 
@@ -162,7 +162,8 @@ class Template(string.Formatter):
 
 
 def cell(templates: str | list[str], row: dict) -> str:
-    """The first of `templates` whose fields are all present and not empty; the last one rendered as it is."""
+    """The first of `templates` whose fields are all present and not empty (a zero is a value); the last one rendered
+    as it is."""
     options = [templates] if isinstance(templates, str) else templates
     for template in options[:-1]:
         try:

@@ -87,10 +87,11 @@ def test_a_query_table_renders_records_with_fallbacks_and_groups():
                                                                                     "accuracy": c / 5}},
                                            seconds={"train": 60.0 * (seed + 1)}, facts=facts)
             for seed, c, facts in ((0, 150, {"epochs": 290, "group": "g"}), (1, 140, {"group": "g"}),
-                                   (2, 100, {"epochs": 0}))]
+                                   (2, 100, {"epochs": 0}), (3, 90, {}))]
     columns = [["seed", "{seeds[0]}"], ["epochs", ["{facts[epochs]:g} epochs", "—"]], ["dev", "{scores[dev]:score}"]]
     assert docs_tables.make_table(recs, columns).splitlines()[2:] == [
-        "| 0 | 290 epochs | 30.0% (150/500) |", "| 1 | — | 28.0% (140/500) |", "| 2 | — | 20.0% (100/500) |"]
+        "| 0 | 290 epochs | 30.0% (150/500) |", "| 1 | — | 28.0% (140/500) |", "| 2 | 0 epochs | 20.0% (100/500) |",
+        "| 3 | — | 18.0% (90/500) |"]  # a zero is a value; only a missing or empty field falls back
     group = docs_tables.Group("g", recs[:2])
     assert docs_tables.cell("{group}: {scores[dev][accuracy]:spread}, {seconds[train]:spread_min}", group) == \
         "g: 29.0 ± 1.4%, 1.5 ± 0.7 min"
