@@ -118,9 +118,13 @@ SPECS = Path(__file__).with_name("tables.yaml")
 FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:score}', '{seconds[train]:min}'
     "pct": pct, "score": score, "lr": lr, "hw": short_hardware, "seeds": seeds_list, "spread": spread,
     "min": lambda seconds: f"{seconds / 60:.1f}", "percent": lambda share: f"{100 * share:.1f}",
-    "hide": lambda value: "",  # a fact that only chooses the template: "(the default){facts[default]:hide}"
+    "if": lambda value: "" if value else when_not(),  # '(the default){facts[default]:if}': shown where it holds
     "spread_min": lambda seconds: spread([s / 60 for s in seconds], " min"),
 }
+
+
+def when_not() -> str:
+    raise LookupError("the condition of an ':if' does not hold")  # the column's next template
 
 
 class Group(dict):
@@ -217,7 +221,8 @@ def spec_table(spec: dict) -> Callable[[Results], str]:
     def render_spec(results: Results) -> str:
         rows = [{**rec, **{name: compute(e, rec) for name, e in spec.get("compute", {}).items()}}
                 for stem in studies for rec in results.records(stem)
-                if all(rec["facts"].get(key) == value for key, value in spec.get("where", {}).items())]
+                if all(rec["facts"].get(key) in (value if isinstance(value, list) else [value])
+                       for key, value in spec.get("where", {}).items())]
         if "group_by" in spec:
             groups: dict = {}
             for rec in rows:
@@ -1302,135 +1307,12 @@ def reference_size(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- confidence
 
 
-def _grounded(summary: dict) -> tuple[str, str]:
-    """'39/43 = 90.7% (57% of dev)' for grounded answers, '0/32' for the others."""
-    yes, no = summary["grounded"]["yes"], summary["grounded"]["no"]
-    share = 100 * yes["total"] / summary["with_gold"]
-    rate = f" = {pct(yes['accuracy'])}" if yes["total"] else ""
-    return (f"{yes['right']}/{yes['total']}{rate} ({share:.0f}% of dev)",
-            f"{no['right']}/{no['total']}")
-
-
 def _ranking(summary: dict) -> list[str]:
     if "aurc" not in summary:
         return ["—", "—", "—"]
     random = 1 - summary["answers"]["accuracy"] / 100
     return [f"{summary['mean_confidence']:.2f}",
             f"{summary['aurc']:.3f} ({summary['aurc_optimal']:.3f}, {random:.3f})", f"{summary['ece']:.3f}"]
-
-
-def confidence_demo(results: Results) -> str:
-    """docs/confidence.md: per demo world, the dev accuracy split by grounding, and how well confidence ranks."""
-    rows = []
-    for seed, world in sorted(results["confidence_demo_cpu"]["worlds"].items()):
-        for label, key in (("rope (the demo's)", "final"), ("no pretraining", "scratch"),
-                           ("London baseline", "london")):
-            dev = world[key]["dev"]
-            rows.append([seed, label, pct(dev["answers"]["accuracy"]), *_grounded(dev), *_ranking(dev)])
-    return table(["world", "model", "dev accuracy", "grounded: right", "not grounded: right", "mean confidence",
-                  "AURC (perfect, random)", "ECE"], rows)
-
-
-def confidence_threshold(results: Results) -> str:
-    """docs/confidence.md: the threshold chosen on held-out training questions, applied to dev (and its groups)."""
-    def at(point: dict) -> str:
-        return f"{pct(point['precision'])} / {pct(point['coverage'])} ({point['right']}/{point['answered']} of " \
-               f"{point['total']})"
-
-    rows = []
-    for seed, world in sorted(results["confidence_demo_cpu"]["worlds"].items()):
-        sweep = world["sweep"]
-        held = sweep["holdout"]
-        rows.append([seed, f"{pct(held['answers']['accuracy'])}, {held['aurc']:.3f}, {held['ece']:.3f}",
-                     f"{sweep['threshold']:.3f}", at(sweep["chosen"]), f"**{at(sweep['dev_at_threshold'])}**",
-                     *(at(sweep["dev_groups"][g]["at_threshold"]) for g in ("paraphrased", "single"))])
-    return table(["world", "held-out: accuracy, AURC, ECE", "threshold", "held-out precision / coverage",
-                  "dev precision / coverage", "dev: paraphrased people", "dev: one-sentence people"], rows)
-
-
-def confidence_demo_mixed(results: Results) -> str:
-    """docs/confidence.md: standard against mixed pretraining on today's demo worlds: the final models' dev answers,
-    and the held-out threshold applied to dev (all people, and those read in one sentence)."""
-    def at(point: dict) -> str:
-        return f"{pct(point['precision'])} / {pct(point['coverage'])}"
-
-    def grounded_only(dev: dict) -> str:
-        yes = dev["grounded"]["yes"]
-        return f"{pct(yes['accuracy'])} / {pct(100 * yes['total'] / dev['answers']['total'])}"
-
-    rows = []
-    for seed, world in sorted(results["confidence_demo_mixed_cpu"]["worlds"].items()):
-        for recipe in ("standard", "mixed"):
-            final, sweep = world[recipe]["final"], world[recipe]["sweep"]
-            rows.append([seed, recipe, pct(final["dev"]["answers"]["accuracy"]), *_ranking(final["dev"])[1:],
-                         grounded_only(final["dev"]), pct(sweep["dev"]["answers"]["accuracy"]),
-                         f"{sweep['threshold']:.3f}", at(sweep["chosen"]), f"**{at(sweep['dev_at_threshold'])}**",
-                         at(sweep["dev_groups"]["single"]["at_threshold"])])
-    return table(["world", "pretraining", "dev accuracy", "AURC (perfect, random)", "ECE",
-                  "grounded answers only: precision / coverage", "held-out model: dev", "threshold",
-                  "held-out precision / coverage", "dev precision / coverage", "one-sentence dev people"], rows)
-
-
-def _recite_models(results: Results) -> list[tuple[str, dict]]:
-    """The reciting CPU models of confidence_cpu_recite.json, named: rope at 76 then 150 epochs, then learned."""
-    data = results["confidence_cpu_recite"]
-    groups = [("rope, 76 epochs", data["seeds"]), ("rope, 150 epochs", data.get("epochs150", {}).get("seeds", {})),
-              ("learned, 150 epochs", data.get("learned150", {}).get("seeds", {}))]
-    return [(f"{epochs}, seed {seed}", run) for epochs, runs in groups for seed, run in sorted(runs.items())]
-
-
-def confidence_recite(results: Results) -> str:
-    """docs/confidence.md: the CPU frontier's reciting rope models, confidence over the whole output against the
-    answer's alone, and the held-out threshold applied to dev."""
-    def at(point: dict | None) -> str:
-        return "—" if point is None else f"{pct(point['precision'])} / {pct(point['coverage'])}"
-
-    rows = []
-    for name, run in _recite_models(results):
-        final, sweep = run["final"], run["sweep"]
-        dev = final["dev"]
-        rows.append([name, pct(dev["answers"]["accuracy"]), *_ranking(dev)[1:],
-                     f"{dev['aurc_answer_alone']:.3f}, {dev['ece_answer_alone']:.3f}", at(final["grounded_only"]),
-                     pct(sweep["dev"]["answers"]["accuracy"]), f"{sweep['threshold']:.3f}", at(sweep["chosen"]),
-                     f"**{at(sweep['dev_at_threshold'])}**", at(final["dev_at_sweep_threshold"]),
-                     at(sweep["answer_alone"]["dev_at_threshold"])])
-    return table(["pretraining, seed", "dev accuracy", "AURC (perfect, random)", "ECE", "answer alone: AURC, ECE",
-                  "grounded answers only: precision / coverage", "held-out model: dev", "threshold",
-                  "held-out precision / coverage", "dev precision / coverage", "final model at that threshold",
-                  "threshold by the answer alone: dev precision / coverage"], rows)
-
-
-def confidence_recite_grounded(results: Results) -> str:
-    """docs/confidence.md: the same choice with experiments/abstention.py --grounded_only (grounded answers only, the
-    threshold among them)."""
-    def at(point: dict) -> str:
-        return f"{pct(point['precision'])} / {pct(point['coverage'])} ({point['right']}/{point['answered']})"
-
-    rows = []
-    for name, run in _recite_models(results):
-        rule = run["sweep"]["grounded_only_rule"]
-        rows.append([name, f"{rule['threshold']:.3f}", at(rule["chosen"]), f"**{at(rule['dev_at_threshold'])}**",
-                     f"{rule['dev_grounded_answers'] - rule['dev_at_threshold']['answered']}",
-                     at(run["final"]["dev_at_grounded_threshold"])])
-    return table(["pretraining, seed", "threshold", "held-out precision / coverage", "dev precision / coverage",
-                  "grounded dev answers the threshold withholds", "final model: dev precision / coverage"], rows)
-
-
-def confidence_h100(results: Results) -> str:
-    """docs/confidence.md: the grounded split of the committed H100 dev predictions (no model here, no confidence)."""
-    labels = {"faithful-h100-learned-seed0": "learned, faithful, seed 0",
-              "faithful-h100-rope-seed0": "rope, faithful, seed 0",
-              "faithful-h100-learned-seed0-preset-best": "learned, finetuned at 2e-4, seed 0",
-              "faithful-h100-rope-seed0-heldout-lr": "rope, finetuned at 2e-4, seed 0 (the best H100 model)",
-              "faithful-h100-rope-seed1-preset-best": "rope, finetuned at 2e-4, seed 1",
-              "faithful-h100-rope-seed2-preset-best": "rope, finetuned at 2e-4, seed 2"}
-    rows = []
-    for name, model in results["confidence_h100_grounding"]["models"].items():
-        summary = {**model, "with_gold": model["answers"]["total"]}
-        rows.append([labels.get(name, name), pct(model["answers"]["accuracy"]), *_grounded(summary),
-                     f"{model['place_in_wiki']['yes']['total']}/{model['answers']['total']}"])
-    return table(["model (dev predictions)", "dev accuracy", "grounded: right", "not grounded: right",
-                  "answers found anywhere in wiki.txt"], rows)
 
 
 def confidence_span(results: Results) -> str:
@@ -1666,8 +1548,7 @@ CODED = (  # tables too particular for a query of tables.yaml: they join studies
     shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,
     span_continue, final_questions, reference_size, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops,
     bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu, readme_gpu, bf16_epoch_seconds,
-    performance, confidence_demo, confidence_threshold, confidence_demo_mixed, confidence_recite,
-    confidence_recite_grounded, confidence_h100, confidence_span, confidence_span_learned, span_recite,
+    performance, confidence_span, confidence_span_learned, span_recite,
     span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
