@@ -120,6 +120,8 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "min": lambda seconds: f"{seconds / 60:.1f}", "percent": lambda share: f"{100 * share:.1f}",
     "if": lambda value: "" if value else when_not(),  # '(the default){facts[default]:if}': shown where it holds
     "spread_min": lambda seconds: spread([s / 60 for s in seconds], " min"),
+    "steps": lambda at: " / ".join(sorted(at, key=int)),  # {step: loss}: '400 / 1000 / 2000'
+    "losses": lambda at: " / ".join(f"{at[step]:.2f}" for step in sorted(at, key=int)),
 }
 
 
@@ -129,14 +131,14 @@ def when_not() -> str:
 
 class Group(dict):
     """The records of one row of a grouped table: '{scores[dev][accuracy]}' is the list over them, '{group}' the
-    value they share."""
+    value they share, '{member[1][seeds]}' the second record's field."""
 
     def __init__(self, name: object, members: list) -> None:
         super().__init__(group=name)
         self.members = members
 
     def __missing__(self, key: str) -> list:
-        return [member[key] for member in self.members]
+        return self.members if key == "member" else [member[key] for member in self.members]
 
 
 class Template(string.Formatter):
@@ -148,7 +150,7 @@ class Template(string.Formatter):
 
     def get_field(self, field_name: str, args, kwargs) -> tuple:
         first, *rest = re.split(r"\]?\[", field_name.removesuffix("]"))  # 'scores[dev][accuracy]'
-        each = isinstance(kwargs, Group) and first != "group"
+        each = isinstance(kwargs, Group) and first not in ("group", "member")
         try:
             value = kwargs[first]
             for key in (int(k) if k.isdigit() else k for k in rest):
@@ -178,8 +180,10 @@ def cell(templates: str | list[str], row: dict) -> str:
 
 
 def make_table(rows: list[dict], columns: list[list]) -> str:
-    """A Markdown table of `rows` (records, or Groups of them), one cell per (header, template or templates)."""
-    return table([header for header, _ in columns], [[cell(t, row) for _, t in columns] for row in rows])
+    """A Markdown table of `rows` (records, or Groups of them), one cell per (header, template or templates); a
+    header with a field takes it from the first row."""
+    return table([cell(header, rows[0]) if "{" in header else header for header, _ in columns],
+                 [[cell(t, row) for _, t in columns] for row in rows])
 
 
 OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -253,17 +257,10 @@ def dev_of(rows: list[dict]) -> list[float]:
     return [row["scores"]["dev"]["accuracy"] for row in rows]
 
 
-def faithful(results: Results) -> dict:
-    return results["faithful_h100"]["three_seeds"]
-
-
-def seed_values(entry: dict) -> list[float]:
-    """Per-seed accuracies of a faithful_h100.json entry ({'0': 22.2 or {'accuracy': ...}, ..., 'mean': ...})."""
-    values = []
-    for key in sorted(k for k in entry if k.isdigit()):
-        v = entry[key]
-        values.append(v["accuracy"] if isinstance(v, dict) else v)
-    return values
+def faithful(results: Results, part: str, series: str | None = None) -> list[dict]:
+    """The records of one stage of faithful_h100.json (facts.part), of one finetuning series ('rope, lr 2e-4, CPU')."""
+    return [rec for rec in results.records("faithful_h100") if rec["facts"]["part"] == part
+            and (series is None or rec["facts"]["series"] == series)]
 
 
 # ---------------------------------------------------------------------------------------------------- the demo
@@ -343,19 +340,16 @@ AT_2E4 = "the-faithful-models-finetuned-at-2e-4"
 BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"])
 
 
-def _faithful_row(results: Results, variant: str, recipe: str, key: str, how: str) -> dict:
-    data = faithful(results)
-    acc = seed_values(data[key][variant])
-    pretrain = statistics.mean(s["loop_seconds"] for s in data["pretraining"][variant].values())
-    if key == "preset_best_dev":
-        finetune = [v["finetune_loop_seconds"] for v in data[key][variant].values() if isinstance(v, dict)
-                    and "finetune_loop_seconds" in v]
-    else:
-        finetune = [r["finetune_loop_seconds"] for r in results["faithful_h100"]["rows"]
-                    if r["variant"] == variant and "CPU" in r["hardware"] and "finetune_loop_seconds" in r]
-    hardware = data["hardware"]
-    return {"variant": variant, "recipe": recipe, "hardware": f"pretraining {short_hardware(hardware['pretraining'])}, "
-            f"finetuning {short_hardware(hardware['finetuning'])}, fp32",
+def _faithful_row(results: Results, variant: str, recipe: str, way: str, how: str) -> dict:
+    """The faithful models of `variant` finetuned `way` (a series of faithful_h100.json): each seed's dev score,
+    the mean pretraining and the mean finetuning time where the finetuning loop was timed."""
+    runs = faithful(results, "finetuning", f"{variant}, {way}")
+    made = [rec for rec in faithful(results, "pretraining") if rec["variant"] == variant]
+    acc = dev_of(runs)
+    pretrain = statistics.mean(rec["seconds"]["pretrain_loop"] for rec in made)
+    finetune = [rec["seconds"]["finetune_loop"] for rec in runs if "finetune_loop" in rec["seconds"]]
+    return {"variant": variant, "recipe": recipe, "hardware": f"pretraining {short_hardware(made[0]['hardware'])}, "
+            f"finetuning {short_hardware(runs[0]['hardware'])}, fp32",
             "wall": f"{pretrain / 60:.1f} + {statistics.mean(finetune) / 60:.1f} min",
             "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
 
@@ -394,12 +388,12 @@ def headline_rows(results: Results) -> list[dict]:
          "how": "baselines",
          "readme": True},
         dict(_faithful_row(results, "learned", "faithful: the reference recipe, 650 pretraining epochs",
-                           "reference_finetuning_on_cpu_dev", "the-faithful-recipe-on-one-h100"), readme=True),
-        dict(_faithful_row(results, "rope", "faithful", "reference_finetuning_on_cpu_dev",
+                           "reference, CPU", "the-faithful-recipe-on-one-h100"), readme=True),
+        dict(_faithful_row(results, "rope", "faithful", "reference, CPU",
                            "the-faithful-recipe-on-one-h100"), readme=True),
         dict(_faithful_row(results, "learned", "faithful pretraining, **finetuning at lr 2e-4** (chosen on held-out)",
-                           "preset_best_dev", AT_2E4), readme=True),
-        dict(_faithful_row(results, "rope", "faithful pretraining, **finetuning at lr 2e-4**", "preset_best_dev",
+                           "lr 2e-4, CPU", AT_2E4), readme=True),
+        dict(_faithful_row(results, "rope", "faithful pretraining, **finetuning at lr 2e-4**", "lr 2e-4, CPU",
                            AT_2E4), readme=True),
         *_fast_path_rows(results),
         _cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
@@ -679,59 +673,20 @@ def anchors(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- the H100
 
 
-def faithful_seeds(results: Results) -> str:
-    data, rows = faithful(results), []
-
-    def add(variant: str, label: str, values: list[float]) -> None:
-        cells = [pct(v) for v in values] + ["—"] * (3 - len(values))
-        rows.append([variant, label, *cells, f"**{spread(values)}**" if len(values) > 1 else "—"])
-
-    for variant in ("learned", "rope"):
-        add(variant, "reference (pretraining 1 H100, finetuning 2 CPU cores)",
-            seed_values(data["reference_finetuning_on_cpu_dev"][variant]))
-        add(variant, "the same, finetuned on the H100 (where the call left time)",
-            seed_values(data["reference_finetuning_on_h100_dev"][variant]))
-    for variant in ("learned", "rope"):
-        add(variant, "the same pretrained models, **finetuning at lr 2e-4** (chosen on held-out)",
-            seed_values(data["preset_best_dev"][variant]))
-    return table(["variant", "recipe", "seed 0", "seed 1", "seed 2", "mean ± std"], rows)
-
-
-def faithful_pretraining(results: Results) -> str:
-    data = faithful(results)
-    steps = data["synthesizer_attempt"]["last_logged"]["of"]
-    recall = data["probe_recall"]
-    rows = []
-    for variant in ("learned", "rope"):
-        for seed, run in sorted(data["pretraining"][variant].items()):
-            rows.append([variant, seed, f"{run['loop_seconds']:.0f} s", f"{run['loop_seconds'] / steps:.3f} s",
-                         f"{run['final_loss']:.2f}", f"{recall[variant][seed]} of {recall['of']}", run["concurrency"]])
-    return table(["variant", "seed", f"pretraining loop ({steps:,} steps)", "per step", "final loss",
-                  "`probe_recall.py`", "GPU shared by"], rows)
-
-
 def faithful_finetuning_seconds(results: Results) -> str:
-    data = results["faithful_h100"]
-    rows = [[r["variant"], r["seed"], "reference, on the H100", f"{r['finetune_wall_seconds']:.0f} s"]
-            for r in data["rows"] if "finetune_wall_seconds" in r]
-    rows += [[r["variant"], r["seed"], "reference, on 2 CPU cores", f"{r['finetune_loop_seconds']:.0f} s"]
-             for r in data["rows"] if "CPU" in r["hardware"]]
-    best = data["three_seeds"]["preset_best_dev"]
-    seconds = {("learned", "0"): data["preset_best"]["runs"]["learned"]["preset_best_dev"]["finetune_loop_seconds"],
-               ("rope", "0"): data["preset_best"]["runs"]["rope"]["final_finetune_seconds"]}
-    seconds |= {(variant, seed): v["finetune_loop_seconds"] for variant in ("learned", "rope")
-                for seed, v in best[variant].items() if isinstance(v, dict) and "finetune_loop_seconds" in v}
-    rows += [[variant, int(seed), "at lr 2e-4, on 2 CPU cores", f"{s:.0f} s"]
-             for (variant, seed), s in sorted(seconds.items())]
+    """The faithful models' finetuning times: on the H100 (wall), then on 2 CPU cores (in the loop)."""
+    runs = faithful(results, "finetuning")
+    rows = [[r["variant"], r["seeds"][0], "reference, on the H100", f"{r['seconds']['finetune_wall']:.0f} s"]
+            for r in runs if "finetune_wall" in r["seconds"]]
+    where = {"reference, CPU": "reference, on 2 CPU cores", "lr 2e-4, CPU": "at lr 2e-4, on 2 CPU cores"}
+    rows += [[r["variant"], r["seeds"][0], where[r["facts"]["way"]], f"{seconds:.0f} s"] for r in runs
+             if r["facts"]["way"] in where and (seconds := r["seconds"].get("finetune_loop",
+                                                                            r["seconds"].get("selection_final_finetune")))]
     return table(["variant", "seed", "finetuning", "time in the loop"], rows)
 
 
 def preset_best_selection(results: Results) -> str:
-    data = results["faithful_h100"]
-    runs = [(variant, 0, run) for variant, run in sorted(data["preset_best"]["runs"].items())]
-    for name, run in sorted(data["three_seeds"]["heldout_selection_seeds_1_2"]["runs"].items()):
-        variant, seed = name.split("-seed")
-        runs.append((variant, int(seed), run))
+    runs = [(rec["variant"], rec["seeds"][0], rec["facts"]) for rec in faithful(results, "selection")]
     rates = sorted({float(r) for _, _, run in runs for r in run["heldout_accuracy_by_lr"]})
     rows = []
     for variant, seed, run in sorted(runs, key=lambda t: (t[0], t[1])):
@@ -744,43 +699,6 @@ def preset_best_selection(results: Results) -> str:
             for r in shared}
     rows.append([f"mean of the {len(runs)}", "", *(pct(mean[r]) if r in mean else "" for r in rates), ""])
     return table(["variant", "seed", *(f"held-out at {lr(r)}" for r in rates), "chosen"], rows)
-
-
-def _loss_table(data: dict, first: str, last: str) -> str:
-    """Runs of one diagnosis: their flags, the loss at the logged steps, their loop time."""
-    rows = []
-    for run in data["runs"].values():
-        losses = " / ".join(f"{v:.2f}" for _, v in sorted(run["loss"].items(), key=lambda kv: int(kv[0])))
-        rows.append([run["flags"], losses, f"{run['loop_seconds']:.0f} s"])
-    steps = " / ".join(sorted(next(iter(data["runs"].values()))["loss"], key=int))
-    return table([first, f"loss at step {steps}", last], rows)
-
-
-def bf16_diagnosis(results: Results) -> str:
-    return _loss_table(results["faithful_h100"]["bf16_vs_fp32_first_2500_steps"],
-                       "flags (learned positions unless named)", "2,500 steps (7 runs at once)")
-
-
-def bf16_full_runs(results: Results) -> str:
-    data = results["faithful_h100"]["bf16_full_runs"]
-    rows = [[name, f"{run['loss_at_400']:.2f}", f"{run['step']:,}", f"{run['loss']:.2f}"]
-            for name, run in data["runs"].items()]
-    return table(["run (bf16 autocast)", "loss at step 400", "last logged step", "loss there"], rows)
-
-
-def cpu_fast_on_h100(results: Results) -> str:
-    return _loss_table(results["faithful_h100"]["cpu_fast_on_h100"], "`--preset cpu-fast` on the H100",
-                       "3,000 steps (3 runs at once)")
-
-
-def faithful_synthesizer(results: Results) -> str:
-    last = faithful(results)["synthesizer_attempt"]["last_logged"]
-    return table(["last logged step", "epoch", "loss", "per step (alone on the GPU)", "saved model"],
-                 [[f"{last['step']:,} of {last['of']:,}", last["epoch"], f"{last['loss']:.2f}",
-                   f"{last['s_per_step']} s", "none: no score"]])
-
-
-# ---------------------------------------------------------------------------------------------------- CPU, AMX
 
 
 def _rate_cells(points: dict[float, float], chosen: float) -> str:
@@ -985,8 +903,7 @@ def timings(results: Results) -> str:
     light = results["light_cpu"]
     light_runs = {r["name"]: r["scores"] for r in results.records("light_cpu")}
     ref20 = cpu_runs(results)["reference-e20/learned-causal-seed0"]
-    pre = faithful(results)["pretraining"]
-    h100 = [s["loop_seconds"] for v in pre.values() for s in v.values()]
+    h100 = [rec["seconds"]["pretrain_loop"] for rec in faithful(results, "pretraining")]
     demos = []
     amx_page = "[demo page](results-demo.md#make-demo-on-the-amx-xeon)"
     for stem, shown in (("demo_cpu_no_amx", "README"), ("demo_cpu", amx_page)):
@@ -1542,13 +1459,11 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, front, summary, anchors, faithful_seeds,
-    faithful_pretraining, faithful_finetuning_seconds, preset_best_selection, bf16_diagnosis, bf16_full_runs,
-    cpu_fast_on_h100, faithful_synthesizer, heldout_selection_cpu, weight_decay, dropout, design_probes,
-    shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers,
-    span_continue, final_questions, reference_size, cpu_fp32_levers, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops,
-    bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu, readme_gpu, bf16_epoch_seconds,
-    performance, confidence_span, confidence_span_learned, span_recite,
+    demo, demo_amx, demo_mixing, front, summary, anchors, faithful_finetuning_seconds, preset_best_selection,
+    heldout_selection_cpu, weight_decay, dropout, design_probes, shape_frontier, mixed_frontier, recitation,
+    recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_fp32_levers,
+    cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
+    readme_gpu, bf16_epoch_seconds, performance, confidence_span, confidence_span_learned, span_recite,
     span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {

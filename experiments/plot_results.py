@@ -30,8 +30,9 @@ from docs_tables import (  # noqa: E402
     Results,
     by_seed,
     cpu_group,
+    dev_of,
+    faithful,
     recitation_source,
-    seed_values,
     span_made,
 )
 from matplotlib.figure import Figure  # noqa: E402
@@ -111,16 +112,15 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
     recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`) with the rate chosen
     on held-out training questions, last with spans of the recitation, at 4 x 128 and at the reference size."""
     results = Results(folder)
-    faithful = results["faithful_h100"]["three_seeds"]
     recitation = {r["name"]: r for r in results["cpu_fp32_recitation"]["runs"]}
     spans = results["cpu_fp32_span_answers"]["continue_recitation"]["runs"]
-    probe = faithful["probe_recall"]
     out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
     for variant, recipes in RECITE_RECIPES.items():
-        stored = [100 * v / probe["of"] for v in seed_values(probe[variant])]
-        reference = seed_values(faithful["reference_finetuning_on_cpu_dev"][variant])
-        rows = [("faithful\n650 ep., 4×256", stored, reference),
-                ("lr 2e-4\n(same model)", stored, seed_values(faithful["preset_best_dev"][variant]))]
+        made = [rec["facts"] for rec in faithful(results, "pretraining") if rec["variant"] == variant]
+        stored = [100 * m["probe_recall"] / m["probe_of"] for m in made]
+        rows = [(label, stored, dev_of(faithful(results, "finetuning", f"{variant}, {way}")))
+                for label, way in (("faithful\n650 ep., 4×256", "reference, CPU"),
+                                   ("lr 2e-4\n(same model)", "lr 2e-4, CPU"))]
         fast = results["faithful_h100_fast_path"]
         if fast["variant"] == variant:  # the faithful pretraining again (fast path), finetuned to recite: one seed
             rows.append(("faithful + recite\n650 ep., 4×256", [fast["probe_recall"]["recalled_percent"]],

@@ -67,13 +67,13 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     assert [names for _, names in RECITE_RECIPES["rope"]] == [FRONTIER_RUNS, FRONTIER_150]
     assert RECITE_RECIPES["learned"][1][1] == FRONTIER_150_LEARNED
     data = stored_and_answered()
-    faithful = json.loads((RESULTS / "faithful_h100.json").read_text())["three_seeds"]
+    faithful = {rec["name"]: rec for rec in json.loads((RESULTS / "faithful_h100.json").read_text())["records"]}
     label, stored, answered = data["rope"][0]
     assert label.startswith("faithful")
-    assert stored == [100 * faithful["probe_recall"]["rope"][s] / 449 for s in "012"]
-    assert answered == [faithful["reference_finetuning_on_cpu_dev"]["rope"][s] for s in "012"]
+    assert stored == [100 * faithful[f"rope, seed {s}, pretraining"]["facts"]["probe_recall"] / 449 for s in "012"]
+    assert answered == [faithful[f"rope, seed {s}, reference, CPU"]["scores"]["dev"]["accuracy"] for s in "012"]
     assert data["rope"][1][1] == stored and data["rope"][1][2] == [
-        faithful["preset_best_dev"]["rope"][s]["accuracy"] for s in "012"]
+        faithful[f"rope, seed {s}, lr 2e-4, CPU"]["scores"]["dev"]["accuracy"] for s in "012"]
     fast = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())  # rope only: one seed, then recite
     label, stored, answered = data["rope"][2]
     assert label.startswith("faithful + recite") and not data["learned"][2][0].startswith("faithful")
