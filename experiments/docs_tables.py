@@ -207,7 +207,7 @@ def compute(expression: str, row: dict) -> float:
 def flat(rec: dict) -> dict:
     """A record as one flat dict (its facts, NAME_seconds and scores beside name and hardware), for the tables
     that join studies in code."""
-    return {"hardware": rec["hardware"], "seed": (rec["seeds"] or [None])[0], **rec["facts"],
+    return {"hardware": rec["hardware"], "variant": rec["variant"], "seed": (rec["seeds"] or [None])[0], **rec["facts"],
             "name": rec["facts"].get("display_name", rec["name"]),
             **{f"{stage}_seconds": s for stage, s in rec["seconds"].items()}, **rec["scores"]}
 
@@ -358,20 +358,24 @@ def _faithful_row(results: Results, variant: str, recipe: str, way: str, how: st
 FAST_PATH = "the-faithful-recipe-on-the-fast-path-then-recite"
 
 
+def fast_path(results: Results, part: str) -> dict:
+    """The record of one stage of faithful_h100_fast_path.json (facts.part), flat."""
+    return flat(next(rec for rec in results.records("faithful_h100_fast_path") if rec["facts"]["part"] == part))
+
+
 def _fast_path_rows(results: Results) -> list[dict]:
     """The faithful rope model pretrained on the GPU's fast path (faithful_h100_fast_path.json): finetuned the
     reference way, and to recite (the README's row), everything on the H100."""
-    data = results["faithful_h100_fast_path"]
-    made, reference, recite = data["pretraining"], data["reference_finetuning"], data["recite"]
-    row = {"variant": data["variant"], "hardware": f"{short_hardware(data['hardware'])}, fp32", "how": FAST_PATH}
+    made, reference, recite = (fast_path(results, part) for part in ("pretraining", "reference", "recite"))
+    row = {"variant": made["variant"], "hardware": f"{short_hardware(made['hardware'])}, fp32", "how": FAST_PATH}
     return [
         {**row, "recipe": "faithful, pretrained on the **fast path** (`--device_data True`, compiled, fused AdamW)",
          "wall": f"{made['loop_seconds'] / 60:.1f} + {reference['loop_seconds'] / 60:.1f} min",
-         "dev": f"{score(reference['dev'])}, seed {data['seed']}"},
+         "dev": f"{score(reference['dev'])}, seed {made['seed']}"},
         {**row, "recipe": "**faithful pretraining** (650 epochs, fast path), then **`--recite True`** (lr "
-                          f"{lr(recite['chosen_learning_rate'])}, chosen on held-out; the answer as written)",
-         "wall": f"{made['loop_seconds'] / 60:.1f} + {recite['final']['finetune_seconds'] / 60:.1f} min",
-         "dev": f"**{score(recite['final']['dev'])}**, seed {data['seed']}", "readme": True},
+                          f"{lr(recite['learning_rate'])}, chosen on held-out; the answer as written)",
+         "wall": f"{made['loop_seconds'] / 60:.1f} + {recite['finetune_seconds'] / 60:.1f} min",
+         "dev": f"**{score(recite['dev'])}**, seed {made['seed']}", "readme": True},
     ]
 
 
@@ -976,7 +980,7 @@ def readme_gpu(results: Results) -> str:
     rows = [[f"`{r['variant']}`" + (f" (`{r['flags']}`)" if r["variant"] != "today" else " (the loop before)"),
              f"{r['steps_per_s']:.1f}", f"×{model_steps(r) / model_steps(first):.2f}",
              f"{r['projected_full_pretraining_s']:.0f} s"] for r in call["rows"]]
-    made = results["faithful_h100_fast_path"]["pretraining"]
+    made = fast_path(results, "pretraining")
     per_s = made["steps"] / made["loop_seconds"]
     rows.append([f"the whole pretraining with the last row's flags, measured ({made['steps']:,} steps)",
                  f"{per_s:.1f}", f"×{per_s / model_steps(first):.2f}",
@@ -1004,7 +1008,7 @@ def gpu_flops(results: Results) -> str:
     rope, learned, synthesizer = per_row("rope"), per_row("learned"), per_row("synthesizer")
     (call,) = results["bench_gpu_h100"]["calls"]
     bench = next(r for r in call["rows"] if r["variant"] == "fast_compiled_all")
-    made = results["faithful_h100_fast_path"]["pretraining"]
+    made = fast_path(results, "pretraining")
     goal, reproduce = made["steps"] / 60, 9 * made["steps"] / 600
 
     def row(what: str, gflop_row: float, rows: float, steps_per_s: float) -> list[str]:
@@ -1372,22 +1376,20 @@ def span_recite_epochs(results: Results) -> str:
 def faithful_fast_path(results: Results) -> str:
     """docs/results.md: the faithful rope model pretrained on the fast path, stage by stage: what it stored, what
     each finetuning answers, and how many of the stored places each reaches (probe_recall.py --predictions)."""
-    data = results["faithful_h100_fast_path"]
-    made, probe, reached = data["pretraining"], data["probe_recall"], data["reached"]
-    stored = f"{probe['recalled']} of {probe['place_in_line']}"
+    made, reference, final = (fast_path(results, part) for part in ("pretraining", "reference", "recite"))
+    probe, chosen = made["probe_recall"], final["learning_rate"]
     rows = [["pretraining: 650 epochs of span corruption, fast path", f"{made['loop_seconds']} s", "—",
-             f"{stored} stored", "—"],
-            ["reference finetuning (lr 6e-4)", f"{data['reference_finetuning']['loop_seconds']} s", "—",
-             score(data["reference_finetuning"]["dev"]), pct(reached["reference"]["recalled"]["accuracy"])]]
-    chosen = data["recite"]["chosen_learning_rate"]
+             f"{probe['recalled']} of {probe['place_in_line']} stored", "—"],
+            ["reference finetuning (lr 6e-4)", f"{reference['loop_seconds']} s", "—", score(reference["dev"]),
+             pct(reference["reached"]["recalled"]["accuracy"])]]
+    points = [flat(r) for r in results.records("faithful_h100_fast_path") if r["facts"]["part"] == "recite point"]
     rows += [[f"`--recite True`, lr {lr(p['learning_rate'])}, without the 400 held-out",
               f"{p['finetune_seconds']:.0f} s",
               f"**{score(p['holdout'])}** (chosen)" if p["learning_rate"] == chosen else score(p["holdout"]), "—", "—"]
-             for p in data["recite"]["points"]]
-    final = data["recite"]["final"]
+             for p in points]
     rows.append([f"`--recite True`, lr {lr(chosen)}, all 2,000 training questions",
                  f"{final['finetune_seconds']:.0f} s", "—", f"**{score(final['dev'])}**",
-                 pct(reached["recite"]["recalled"]["accuracy"])])
+                 pct(final["reached"]["recalled"]["accuracy"])])
     return table(["stage (rope, seed 0, fp32, one H100)", "time", "held-out (400)", "dev",
                   "of the stored places, right"], rows)
 
@@ -1396,7 +1398,7 @@ def confidence_faithful_h100(results: Results) -> str:
     """docs/confidence.md: the faithful rope model pretrained on the H100's fast path, finetuned at the reference
     rate without the 400 held-out questions: how its answer's probability ranks and calibrates, grounding, and the
     threshold for 80% precision chosen on the 400 and applied to dev."""
-    conf = results["faithful_h100_fast_path"]["confidence"]
+    conf = next(r for r in results.records("faithful_h100_fast_path") if r["facts"]["part"] == "confidence")["facts"]
     rows = []
     for name, part in (("held-out (400 training questions)", conf["holdout"]), ("dev (500)", conf["dev"])):
         at = part["at_threshold"]

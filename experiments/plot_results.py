@@ -32,6 +32,7 @@ from docs_tables import (  # noqa: E402
     cpu_group,
     dev_of,
     faithful,
+    fast_path,
     recitation_source,
     span_made,
 )
@@ -121,10 +122,10 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
         rows = [(label, stored, dev_of(faithful(results, "finetuning", f"{variant}, {way}")))
                 for label, way in (("faithful\n650 ep., 4×256", "reference, CPU"),
                                    ("lr 2e-4\n(same model)", "lr 2e-4, CPU"))]
-        fast = results["faithful_h100_fast_path"]
-        if fast["variant"] == variant:  # the faithful pretraining again (fast path), finetuned to recite: one seed
-            rows.append(("faithful + recite\n650 ep., 4×256", [fast["probe_recall"]["recalled_percent"]],
-                         [fast["recite"]["final"]["dev"]["accuracy"]]))
+        made, recite = fast_path(results, "pretraining"), fast_path(results, "recite")
+        if made["variant"] == variant:  # the faithful pretraining again (fast path), finetuned to recite: one seed
+            rows.append(("faithful + recite\n650 ep., 4×256", [made["probe_recall"]["recalled_percent"]],
+                         [recite["dev"]["accuracy"]]))
         for label, names in recipes:
             runs = [recitation[name] for name in names]
             sources = [recitation_source(results, run) for run in runs]

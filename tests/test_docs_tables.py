@@ -58,7 +58,7 @@ NOT_YET_RECORDS = {
     "cpu_fast_dropout_vanilla", "cpu_fast_weight_decay_rope", "cpu_fast_weight_decay_vanilla",
     "cpu_fp32_levers", "cpu_fp32_mixed_frontier", "cpu_fp32_recitation",
     "cpu_fp32_reference_size", "cpu_fp32_span_answers", "demo_cpu",
-    "demo_cpu_no_amx", "demo_mixed_cpu", "faithful_h100_fast_path",
+    "demo_cpu_no_amx", "demo_mixed_cpu",
     "finetune_lr_wide_grid_cpu", "performance_cpu",
     "span_recite_epochs_cpu", "step_ops_cpu"
 }
@@ -465,9 +465,10 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
     assert not reference.get("readme") and recite["readme"] and recite["hardware"] == "1 H100, fp32"
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
-    data["recite"]["final"]["dev"] = {"correct": 444, "total": 500, "accuracy": 88.8}
-    data["recite"]["chosen_learning_rate"] = 1.5e-4
-    data["pretraining"]["loop_seconds"] = 299
+    stage = {rec["facts"]["part"]: rec for rec in data["records"]}  # the chosen point's own record moves too
+    stage["recite"]["scores"]["dev"] = {"correct": 444, "total": 500, "accuracy": 88.8}
+    stage["recite"]["facts"]["learning_rate"] = 1.5e-4
+    stage["pretraining"]["seconds"]["loop"] = 299
     (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
     reference, recite = fast_rows(edited)
@@ -483,8 +484,9 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
 def test_the_faithful_models_confidence_table_reads_both_question_sets(tmp_path):
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
-    data["confidence"]["dev"]["at_threshold"].update(precision=66.6, coverage=12.5, right=50, answered=75)
-    data["confidence"]["threshold"] = 0.5
+    conf = next(rec for rec in data["records"] if rec["facts"]["part"] == "confidence")["facts"]
+    conf["dev"]["at_threshold"].update(precision=66.6, coverage=12.5, right=50, answered=75)
+    conf["threshold"] = 0.5
     (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(data))
     held_out, dev = TABLES["confidence-faithful-h100"](Results(tmp_path / "results")).splitlines()[2:]
     assert held_out.startswith("| held-out (400 training questions) | 32.8% |") and "80.0% / 8.8% (28/35)" in held_out
@@ -521,7 +523,9 @@ def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_
     ops["gpu_peaks"]["H100 SXM"].update(fp32_tflops=50.0, tf32_tensor_dense_tflops=500.0)
     (tmp_path / "results" / "step_ops_cpu.json").write_text(json.dumps(ops))
     fast = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
-    fast["pretraining"].update(steps=12000, loop_seconds=120, packed_rows=90, packed_rows_needed_at_most=75)
+    made = next(rec for rec in fast["records"] if rec["facts"]["part"] == "pretraining")
+    made["facts"].update(steps=12000, packed_rows=90, packed_rows_needed_at_most=75)
+    made["seconds"]["loop"] = 120
     (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(fast))
     cpu = json.loads((RESULTS / "bench_fast_path_cpu.json").read_text())
     (batch128,) = [r for r in cpu["packed_rows_used"]["rows"] if r["batch_size"] == 128]

@@ -74,11 +74,12 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     assert answered == [faithful[f"rope, seed {s}, reference, CPU"]["scores"]["dev"]["accuracy"] for s in "012"]
     assert data["rope"][1][1] == stored and data["rope"][1][2] == [
         faithful[f"rope, seed {s}, lr 2e-4, CPU"]["scores"]["dev"]["accuracy"] for s in "012"]
-    fast = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())  # rope only: one seed, then recite
+    fast = {rec["facts"]["part"]: rec for rec in  # rope only: one seed, then recite
+            json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())["records"]}
     label, stored, answered = data["rope"][2]
     assert label.startswith("faithful + recite") and not data["learned"][2][0].startswith("faithful")
-    assert stored == [fast["probe_recall"]["recalled_percent"]]
-    assert answered == [fast["recite"]["final"]["dev"]["accuracy"]]
+    assert stored == [fast["pretraining"]["facts"]["probe_recall"]["recalled_percent"]]
+    assert answered == [fast["recite"]["scores"]["dev"]["accuracy"]]
     label, stored, answered = data["rope"][4]
     assert "150" in label and len(stored) == len(answered) == 3
     assert all(0 < s <= 100 for s in stored) and answered[0] == 62.8  # cpu_fp32_recitation.json, seed 0
