@@ -299,22 +299,26 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
             select.parse_rates(bad)
     # collect_results.py prices the final model as pretraining + every point of the selection + the final finetuning.
     collect = _load_script("collect_results")
-    base = {"id": "exp/learned-causal-seed0", "recipe": "exp", "position": "learned", "attention": "causal",
-            "seed": 0, "pretrain_epochs": 2, "pretrain_seconds": 100.0, "finetune_seconds": 5.0, "train_minutes": 1.75,
-            "dev_accuracy": 0.0, "dev_correct": 0, "dev_total": 20}
-    row = collect.selection_row(out / "selection.json", {base["id"]: base})
+    base = collect.record("exp/learned-causal-seed0", recipe="exp", variant="learned/causal", seeds=[0],
+                          scores={"dev": {"correct": 0, "total": 20, "accuracy": 0.0}},
+                          seconds={"pretrain": 100.0, "finetune": 5.0, "train": 105.0},
+                          facts={"run_folder": "exp", "position": "learned", "attention": "causal",
+                                 "pretrain_epochs": 2})
+    row = collect.selection_row(out / "selection.json", {base["name"]: base})
     spent = 100.0 + sum(p["finetune_seconds"] + p["holdout"]["seconds"] for p in points) + final["finetune_seconds"]
-    assert row["train_minutes"] == round(spent / 60, 2) and row["dev_accuracy"] == final["dev"]["accuracy"]
-    assert row["finetune_learning_rate"] == summary["chosen_learning_rate"] and "10 held-out" in row["recipe"]
-    assert row["id"] != base["id"] and row["command"].startswith("python experiments/select_finetune_lr.py")
-    assert [(q["learning_rate"], q["holdout_correct"]) for q in row["selection_points"]] == [
+    assert row["seconds"]["train"] == pytest.approx(spent)
+    assert row["scores"]["dev"] == {key: final["dev"][key] for key in ("correct", "total", "accuracy")}
+    assert row["facts"]["finetune_learning_rate"] == summary["chosen_learning_rate"] and "10 held-out" in row["recipe"]
+    assert row["name"] != base["name"] and row["command"].startswith("python experiments/select_finetune_lr.py")
+    assert [(q["learning_rate"], q["holdout_correct"]) for q in row["facts"]["selection_points"]] == [
         (p["learning_rate"], p["holdout"]["correct"]) for p in points]
+    collect.records.check([base, row], "selection")
     with pytest.raises(SystemExit, match="no collected run 'exp/learned-causal-seed0'"):
         collect.selection_row(out / "selection.json", {})
     unfinished = tmp_path / "unfinished.json"
     unfinished.write_text(json.dumps({k: v for k, v in summary.items() if k != "final"}))
     with pytest.raises(SystemExit, match="unfinished.json: not a finished select_finetune_lr.py --final run"):
-        collect.selection_row(unfinished, {base["id"]: base})
+        collect.selection_row(unfinished, {base["name"]: base})
     # choose_final_questions.py: the held-out questions cut in halves; each half answered by a model finetuned like
     # the selection's on the mixed questions plus the other half ("all"), and by the held-out model ("mixed"), whose
     # records it reads: three of them are marked right here (a 3-step model answers none), so the count is not 0.
