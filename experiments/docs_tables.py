@@ -207,14 +207,20 @@ def compute(expression: str, row: dict) -> float:
 def flat(rec: dict) -> dict:
     """A record as one flat dict (its facts, NAME_seconds and scores beside name and hardware), for the tables
     that join studies in code."""
-    return {"hardware": rec["hardware"], "variant": rec["variant"], "seed": (rec["seeds"] or [None])[0], **rec["facts"],
+    return {"hardware": rec["hardware"], "variant": rec["variant"], "flags": rec["flags"],
+            "seed": (rec["seeds"] or [None])[0], **rec["facts"],
             "name": rec["facts"].get("display_name", rec["name"]),
             **{f"{stage}_seconds": s for stage, s in rec["seconds"].items()}, **rec["scores"]}
 
 
 def frontier_runs(results: Results, stem: str) -> list[dict]:
-    """The frontier runs of a probes study (facts.part 'frontier'), flat."""
-    return [flat(rec) for rec in results.records(stem) if rec["facts"].get("part") == "frontier"]
+    """The frontier runs of a study (a probes study's facts.part 'frontier'; every run of one without parts), flat."""
+    return [flat(rec) for rec in results.records(stem) if rec["facts"].get("part", "frontier") == "frontier"]
+
+
+def recitation_runs(results: Results) -> dict[str, dict]:
+    """The `--recite True` finetunings of cpu_fp32_recitation.json by name, flat (its seed check left out)."""
+    return {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_recitation") if "part" not in rec["facts"]}
 
 
 def spec_table(spec: dict) -> Callable[[Results], str]:
@@ -461,9 +467,9 @@ FRONTIER_NO_AMX_BF16_LEARNED = ["… 52 epochs in bf16 on the AMD EPYC, learned 
 def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
     """Runs of cpu_fp32_recitation.json (one recipe, one run per seed: pretraining of the 4-layer 128-dim model,
     then --recite) as one summary row, the seeds' numbers side by side."""
-    runs = [next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == name) for name in names]
+    runs = [recitation_runs(results)[name] for name in names]
     sources = [recitation_source(results, run) for run in runs]
-    machines = [source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"]) for source in sources]
+    machines = [source["hardware"] for source in sources]
     hardware = short_hardware(machines[0])
     rates = sorted({lr(run["learning_rate"]) for run in runs})
     minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
@@ -497,11 +503,11 @@ def span_made(results: Results, variant: str, seed: int) -> dict:
     entry = data["rope_seeds" if variant == "rope" else "seeds"][str(seed)]
     if "run" in entry:
         return {"hardware": data["hardware"], **entry["run"]}
-    run = next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == FRONTIER_150_LEARNED[seed])
+    run = recitation_runs(results)[FRONTIER_150_LEARNED[seed]]
     source = recitation_source(results, run)
     return {"pretrain_seconds": source["pretrain_seconds"], "stored": source["probe_recall"],
             "stored_of": source["probe_found"],
-            "hardware": source.get("hardware", results["cpu_fp32_mixed_frontier"]["hardware"])}
+            "hardware": source["hardware"]}
 
 
 def by_seed(runs: dict, variant: str) -> dict[int, dict]:
@@ -816,7 +822,7 @@ def mixed_frontier(results: Results) -> str:
                 if r["name"] == "4 layers, 128 dims, mixed training")
     base = {**base, "name": "each question once per epoch, spread evenly (the table above)", "flags": ""}
     entries = []
-    for run in [base, *results["cpu_fp32_mixed_frontier"]["runs"]]:
+    for run in [base, *frontier_runs(results, "cpu_fp32_mixed_frontier")]:
         entries.append(run)
         if snap := run.get("snapshot"):
             entries.append({**snap, "name": f"… its {snap['epochs']:.0f}-epoch snapshot (cosine mid-way)", "flags": ""})
@@ -837,7 +843,7 @@ def recitation_source(results: Results, run: dict) -> dict:
     """The pretraining record a recitation run finetuned: a run of its `pretrained_results` file (the mixed-frontier
     runs by default, else the shape-probe frontier runs), or that run's snapshot."""
     stem = run.get("pretrained_results", "cpu_fp32_mixed_frontier")
-    runs = frontier_runs(results, stem) if "records" in results[stem] else results[stem]["runs"]
+    runs = frontier_runs(results, stem)
     source = next(r for r in runs if r["name"] == run["pretrained_run"])
     return source["snapshot"] if run.get("snapshot") else source
 
@@ -846,7 +852,7 @@ def recitation(results: Results) -> str:
     """Recite, then answer (`train_finetune.py --recite True`) on pretrained models of the frontier tables: each
     row's pretraining numbers and direct answers come from there, the recitation rows from their own file."""
     rows = []
-    for run in results["cpu_fp32_recitation"]["runs"]:
+    for run in recitation_runs(results).values():
         source = recitation_source(results, run)
         direct = None if source.get("answer_format") == "recite" else source.get("dev_without_finetuning")
         rows.append([run["name"], f"{source['pretrain_seconds'] / 60:.1f} min",
@@ -863,7 +869,7 @@ def recitation(results: Results) -> str:
 
 def recitation_rates(results: Results) -> str:
     """The held-out score of each `--recite True` finetuning rate tried on each model (select_finetune_lr.py)."""
-    runs = results["cpu_fp32_recitation"]["runs"]
+    runs = list(recitation_runs(results).values())
     rates = sorted({float(rate) for run in runs for rate in run["heldout_by_learning_rate"]})
     rows = []
     for run in runs:

@@ -33,6 +33,7 @@ from docs_tables import (  # noqa: E402
     dev_of,
     faithful,
     fast_path,
+    recitation_runs,
     recitation_source,
     span_made,
 )
@@ -113,7 +114,7 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
     recitation recipe's (4 x 128, uncorrupted documents with recitation rows, then `--recite`) with the rate chosen
     on held-out training questions, last with spans of the recitation, at 4 x 128 and at the reference size."""
     results = Results(folder)
-    recitation = {r["name"]: r for r in results["cpu_fp32_recitation"]["runs"]}
+    recitation = recitation_runs(results)
     spans = results["cpu_fp32_span_answers"]["continue_recitation"]["runs"]
     out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
     for variant, recipes in RECITE_RECIPES.items():

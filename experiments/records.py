@@ -21,7 +21,7 @@ FIELDS = {  # key: (type, what it holds)
     "variant": (str, "positions/attention, or the baseline's name"),
     "seeds": (list, "the seeds of the run (several for a seed-stacked run)"),
     "hardware": (str, "the machine, as measured"),
-    "scores": (dict, "question set -> {correct, total, accuracy}"),
+    "scores": (dict, "question set -> {correct, total, accuracy, and any further counts over those questions}"),
     "seconds": (dict, "stage -> wall seconds"),
     "command": (str, "the command that made it ('' if several, see facts)"),
     "date": ((str, type(None)), "YYYY-MM-DD, null for runs recorded before records had dates"),

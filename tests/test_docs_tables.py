@@ -52,15 +52,11 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
 
 # results files still in the shape their study wrote (issue 70: each moves to records, its tables to tables.yaml)
 NOT_YET_RECORDS = {
-    "anchors", "bench_fast_path_cpu",
-    "bench_gpu_h100", "bench_gpu_h200", "bench_seeds_cpu", "confidence_cpu_span",
-    "cpu_fast_design_probes",
-    "cpu_fast_dropout_vanilla", "cpu_fast_weight_decay_rope", "cpu_fast_weight_decay_vanilla",
-    "cpu_fp32_levers", "cpu_fp32_mixed_frontier", "cpu_fp32_recitation",
-    "cpu_fp32_reference_size", "cpu_fp32_span_answers", "demo_cpu",
-    "demo_cpu_no_amx", "demo_mixed_cpu",
-    "finetune_lr_wide_grid_cpu", "performance_cpu",
-    "span_recite_epochs_cpu", "step_ops_cpu"
+    "anchors", "bench_fast_path_cpu", "bench_gpu_h100", "bench_gpu_h200", "bench_seeds_cpu", "confidence_cpu_span",
+    "cpu_fast_design_probes", "cpu_fast_dropout_vanilla", "cpu_fast_weight_decay_rope",
+    "cpu_fast_weight_decay_vanilla", "cpu_fp32_levers", "cpu_fp32_reference_size", "cpu_fp32_span_answers",
+    "demo_cpu", "demo_cpu_no_amx", "demo_mixed_cpu", "finetune_lr_wide_grid_cpu", "performance_cpu",
+    "span_recite_epochs_cpu", "step_ops_cpu",
 }
 
 
@@ -109,8 +105,7 @@ def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_lin
 
 
 def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
-    """The frontier JSON names one machine for the file, and fp32; a run with its own `hardware` key ran elsewhere,
-    one with a `mixed_precision` key in that precision."""
+    """Each frontier record names its machine, and fp32 unless a `mixed_precision` fact says otherwise."""
     FRONTIER_NO_AMX = docs_tables.FRONTIER_NO_AMX
     FRONTIER_NO_AMX_BF16 = docs_tables.FRONTIER_NO_AMX_BF16
     headline_rows = docs_tables.headline_rows
@@ -124,11 +119,12 @@ def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
                 if "(150 epochs)" in r["recipe"]) == "2 CPU cores, AMX, fp32"
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     front = json.loads((RESULTS / "cpu_fp32_mixed_frontier.json").read_text())
-    for run in front["runs"]:
+    xeon = next(run["hardware"] for run in front["records"] if "Intel Xeon" in run["hardware"])
+    for run in front["records"]:
         if run["name"] in FRONTIER_NO_AMX:
-            del run["hardware"]
+            run["hardware"] = xeon  # as if they had run on the AMX machine
         if run["name"] in FRONTIER_NO_AMX_BF16:
-            del run["mixed_precision"]
+            del run["facts"]["mixed_precision"]
     (tmp_path / "results" / "cpu_fp32_mixed_frontier.json").write_text(json.dumps(front))
     assert no_amx_rows(Results(tmp_path / "results")) == ["2 CPU cores, AMX, fp32"] * 2 + [
         "2 AMD EPYC cores, no AMX, fp32", "2 AMD EPYC cores, no AMX, bf16"]  # the learned runs kept both keys
@@ -142,19 +138,19 @@ def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_
                     r["recipe"])
 
     front = json.loads((RESULTS / "cpu_fp32_mixed_frontier.json").read_text())
-    runs = [r for r in front["runs"] if r["name"] in FRONTIER_150_LEARNED]
-    finetuning = {r["name"]: r["finetune_seconds"] for r in json.loads(
-        (RESULTS / "cpu_fp32_recitation.json").read_text())["runs"]}
+    runs = [r for r in front["records"] if r["name"] in FRONTIER_150_LEARNED]
+    finetuning = {r["name"]: r["seconds"]["finetune"] for r in json.loads(
+        (RESULTS / "cpu_fp32_recitation.json").read_text())["records"] if "finetune" in r["seconds"]}
     row = learned_150(Results())
     assert row["hardware"].endswith(f"({len({r['hardware'] for r in runs})} machines)")
-    assert row["wall"] == " / ".join(f"{r['pretrain_seconds'] / 60:.1f} + {finetuning[r['name']] / 60:.1f}"
+    assert row["wall"] == " / ".join(f"{r['seconds']['pretrain'] / 60:.1f} + {finetuning[r['name']] / 60:.1f}"
                                      for r in runs) + " min"
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     for run in runs[1:]:
         run["hardware"] = runs[0]["hardware"]  # one machine after all: the mean, and the slowest seed's total
     (tmp_path / "results" / "cpu_fp32_mixed_frontier.json").write_text(json.dumps(front))
     row = learned_150(Results(tmp_path / "results"))
-    slowest = max(r["pretrain_seconds"] + finetuning[r["name"]] for r in runs) / 60
+    slowest = max(r["seconds"]["pretrain"] + finetuning[r["name"]] for r in runs) / 60
     assert row["hardware"] == "2 AMD EPYC cores, no AMX, fp32" and row["wall"].endswith(f"min (at most {slowest:.1f})")
 
 
@@ -332,7 +328,7 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
         if "run" in entry:
             minutes.append(entry["run"]["pretrain_seconds"] / 60)
         else:
-            run = next(r for r in results["cpu_fp32_recitation"]["runs"] if r["name"] == FRONTIER_150_LEARNED[seed])
+            run = docs_tables.recitation_runs(results)[FRONTIER_150_LEARNED[seed]]
             minutes.append(recitation_source(results, run)["pretrain_seconds"] / 60)
     assert row["wall"] == "pretraining " + " / ".join(f"{m:.1f}" for m in minutes) + " min"
     for seed in seeds:
