@@ -728,8 +728,8 @@ def heldout_selection_cpu(results: Results) -> str:
         rows.append([f"{facts['position']}, {facts['pretrain_epochs']:g} epochs", row["seeds"][0],
                      _rate_cells(points, facts["finetune_learning_rate"]), score(row["scores"]["dev"]),
                      minutes(row["seconds"]["selection"])])
-    wide = results["finetune_lr_wide_grid_cpu"]
-    for name, run in sorted(wide["runs"].items()):
+    for run in map(flat, results.records("finetune_lr_wide_grid_cpu")):
+        name = run["name"]
         points = {float(k): v for k, v in run["heldout_accuracy_by_lr"].items()}
         rows.append(["learned, 220 epochs, wider grid (repeat)", name[-1],
                      _rate_cells(points, run["chosen_learning_rate"]), score(run["dev"]),
@@ -741,30 +741,28 @@ def heldout_selection_cpu(results: Results) -> str:
 def weight_decay(results: Results) -> str:
     rows = []
     for variant, stem in (("learned", "cpu_fast_weight_decay_vanilla"), ("rope", "cpu_fast_weight_decay_rope")):
-        data = results[stem]
-        for seed, run in sorted(data["seeds"].items()):
-            base = data["baseline_weight_decay_0.1"][seed]
+        runs = [flat(rec) for rec in results.records(stem)]
+        for run in runs:
+            base = run["decay_0.1"]
             if "dev" in base:
                 base_cell = f"{pct(base['dev'])} / {base['pretrain_final_loss']:.2f} / {base['probe_recall']}"
             else:
                 base_cell = f"{pct(base['dev_snapshot_220'])} (220-epoch snapshot of a 290-epoch run)"
-            rows.append([variant, seed, f"{pct(run['dev'])} / {run['pretrain_final_loss']:.2f} / {run['probe_recall']}",
-                         base_cell, f"{run['train_minutes']:.1f} min"])
-        acc = [run["dev"] for _, run in sorted(data["seeds"].items())]
-        rows.append([variant, "mean ± std", f"**{spread(acc)}**", "", spread(
-            [run["train_minutes"] for run in data["seeds"].values()], " min")])
+            rows.append([variant, run["seed"], f"{pct(run['dev']['accuracy'])} / {run['pretrain_final_loss']:.2f} / "
+                         f"{run['probe_recall']}", base_cell, f"{run['train_seconds'] / 60:.1f} min"])
+        rows.append([variant, "mean ± std", f"**{spread([run['dev']['accuracy'] for run in runs])}**", "",
+                     spread([run["train_seconds"] / 60 for run in runs], " min")])
     return table(["variant", "seed", "decay 0.3: dev / final loss / `probe_recall.py`", "decay 0.1 (the preset)",
                   "wall time"], rows)
 
 
 def dropout(results: Results) -> str:
-    data = results["cpu_fast_dropout_vanilla"]
-    base = data["baseline_same_seed_without_dropout"]
+    (data,) = map(flat, results.records("cpu_fast_dropout_vanilla"))
+    base = data["without_dropout"]
     steps = data["s_per_step"]
     return table(["learned, seed 1, 220 epochs", "dev", "final loss", "pretraining (running)", "per step"], [
-        ["`--preset cpu-fast --dropout 0.1`", score({"accuracy": data["dev"], "correct": data["dev_correct"],
-                                                     "total": 500}),
-         f"{data['pretrain_final_loss']:.2f}", f"{data['pretrain_loop_seconds_running']:,} s",
+        ["`--preset cpu-fast --dropout 0.1`", score(data["dev"]),
+         f"{data['pretrain_final_loss']:.2f}", f"{data['pretrain_loop_running_seconds']:,} s",
          " then ".join(f"{v} s" for v in steps.values())],
         ["`--preset cpu-fast` (dropout 0)", pct(base["dev"]), f"{base['pretrain_final_loss']:.2f}",
          f"{base['pretrain_loop_seconds']:,} s", f"{base['s_per_step']} s"],
@@ -772,7 +770,7 @@ def dropout(results: Results) -> str:
 
 
 def design_probes(results: Results) -> str:
-    data = results["cpu_fast_design_probes"]
+    data = {rec["name"]: flat(rec) for rec in results.records("cpu_fast_design_probes")}
     runs = cpu_runs(results)
     bundle = data["bundle_vs_reference_20_epochs"]["final_pretrain_loss"]
     fast, ref = runs["cpu-fast-e20/learned-causal-seed0"], runs["reference-e20/learned-causal-seed0"]
