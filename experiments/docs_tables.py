@@ -878,7 +878,8 @@ def recitation_rates(results: Results) -> str:
 
 
 def cpu_fp32_levers(results: Results) -> str:
-    data = results["cpu_fp32_levers"]
+    data = {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_levers")}
+    data["step_seconds"] = results["cpu_fp32_levers"]["step_seconds"]
     mixed, std, check = data["mixed_training"], data["standard_same_compute"], data["schedule_check"]
     return table(["rope, seed 0, fp32", "dev", "final loss", "`probe_recall.py` (of 449)", "per step"], [
         ["`--preset cpu-fast`, 160 epochs", pct(std["dev_accuracy"]), f"{std['final_pretrain_loss']:.2f}",
@@ -896,11 +897,13 @@ def cpu_fp32_levers(results: Results) -> str:
 
 
 def cpu_fp32_finetuning(results: Results) -> str:
-    data = results["cpu_fp32_levers"]["finetuning_levers_on_the_160_epoch_model"]
-    rows = [[data["baseline"]["flags"], pct(data["baseline"]["dev_accuracy"]), ""]]
-    for run in sorted(data["runs"], key=lambda r: (r["name"].split("-")[0], r["learning_rate"])):
+    data = {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_levers")}
+    base = data["finetuning baseline"]
+    rows = [[base["flags"], pct(base["dev"]["accuracy"]), ""]]
+    levers = [run for run in data.values() if run.get("part") == "finetuning lever"]
+    for run in sorted(levers, key=lambda r: (r["name"].split("-")[0], r["learning_rate"])):
         rows.append([f"`{run['flags']}`" + ("" if "--learning_rate" in run["flags"] else " (lr 7.5e-5)"),
-                     pct(run["dev_accuracy"]), f"{run['finetune_loop_seconds'] / 60:.1f} min"])
+                     pct(run["dev"]["accuracy"]), f"{run['finetune_loop_seconds'] / 60:.1f} min"])
     return table(["finetuning of the 160-epoch rope model", "dev", "finetuning"], rows)
 
 
@@ -1102,7 +1105,7 @@ def bf16_epoch_seconds(results: Results) -> str:
 
 
 def performance(results: Results) -> str:
-    data = results["performance_cpu"]
+    data = {rec["name"]: flat(rec) for rec in results.records("performance_cpu")}
     bf16, prof, drop = data["bf16_vs_fp32"]["machines"], data["step_profile_no_amx"], data["cpu_dropout"]
     sub, comp = data["subnormals"]["step_s_30_step_averages"], data["torch_compile"]
     rows = []
