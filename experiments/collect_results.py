@@ -214,8 +214,9 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
         ax.errorbar(g["train_minutes_mean"], g["dev_accuracy_mean"], xerr=g["train_minutes_std"],
                     yerr=g["dev_accuracy_std"], fmt="D", color=colours[i % len(colours)], capsize=3, markersize=5,
                     label=f"{g['name']}: mean ± std over {g['n']} seeds")
-    anchors = read_json(ANCHORS, "the anchors JSON")
-    for name, bar in anchors["handout_bars"].items():
+    anchors = records.read(ANCHORS)
+    bars = {rec["name"]: rec["facts"]["handout_bar"] for rec in anchors["records"] if "handout_bar" in rec["facts"]}
+    for name, bar in bars.items():
         ax.axhline(bar["accuracy"], linestyle="--", linewidth=0.8, color="gray")
         ax.text(0.0, bar["accuracy"], f" handout bar ({name}) {bar['accuracy']:.0f}%", va="bottom", fontsize=7,
                 color="gray", transform=ax.get_yaxis_transform())

@@ -667,17 +667,10 @@ def summary(results: Results) -> str:
     return _headline(headline_rows(results), "reproduce.md")
 
 
-def anchors(results: Results) -> str:
-    data = results["anchors"]
-    names = {"no pretraining": "no pretraining", "learned": "vanilla (learned)", "synthesizer": "synthesizer",
-             "rope": "rope"}
-    rows = []
-    for key, label in names.items():
-        students = data["students_dev"][key]
-        bar = data["handout_bars"].get(key)
-        rows.append([label, pct(students["median"]), pct(students["best"]),
-                     f"{pct(bar['accuracy'])} ({bar['split']})" if bar else "—"])
-    return table(["model", "students' median (dev)", "students' best (dev)", "handout bar"], rows)
+def handout_bars(results: Results) -> dict[str, dict]:
+    """The handout's bars by model (anchors.json): {'learned': {'accuracy': 15.0, 'split': 'dev'}, ...}."""
+    return {rec["name"]: rec["facts"]["handout_bar"] for rec in results.records("anchors")
+            if "handout_bar" in rec["facts"]}
 
 
 # ---------------------------------------------------------------------------------------------------- the H100
@@ -1468,7 +1461,7 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, front, summary, anchors, faithful_finetuning_seconds, preset_best_selection,
+    demo, demo_amx, demo_mixing, front, summary, faithful_finetuning_seconds, preset_best_selection,
     heldout_selection_cpu, weight_decay, dropout, design_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_fp32_levers,
     cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
