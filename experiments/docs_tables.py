@@ -4,8 +4,10 @@
     python experiments/docs_tables.py --check    # exit 1 naming each stale table (the tests run this check)
     python experiments/docs_tables.py --print demo
 
-A table lives between `<!-- table:NAME -->` and `<!-- /table -->` in a Markdown file; NAME is a key of TABLES.
-Edit the JSON (or the code below), never the table: a hand edit is overwritten, and `--check` fails until then.
+A table lives between `<!-- table:NAME -->` and `<!-- /table -->` in a Markdown file; NAME is a key of TABLES: a
+query of tables.yaml over one study's run records (experiments/records.py), rendered by `make_table`, or, for the
+tables that join studies or compute across rows, a function below. Edit the JSON (or the query, or the code), never
+the table: a hand edit is overwritten, and `--check` fails until then.
 """
 
 from __future__ import annotations
