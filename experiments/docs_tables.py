@@ -996,7 +996,7 @@ def gpu_flops(results: Results) -> str:
     steps per second, against the card's peaks; then the rates issue 23's goals would need: one faithful pretraining
     in 60 s, and `make reproduce SEEDS=0,1,2`'s nine pretrainings (three seeds of learned, rope and synthesizer) in
     its 10 minutes, with nothing else."""
-    count, peaks = results["step_ops_cpu"]["flops"], results["step_ops_cpu"]["gpu_peaks"]["H100 SXM"]
+    count, peaks = step_ops_runs(results, "flops"), results["step_ops_cpu"]["gpu_peaks"]["H100 SXM"]
 
     def variant(run: dict) -> str:
         """rope, synthesizer, or learned (the default positions and attention: neither flag)."""
@@ -1004,7 +1004,7 @@ def gpu_flops(results: Results) -> str:
 
     def per_row(name: str) -> float:
         """GFLOP a packed row of the counted run of variant `name`."""
-        (run,) = [r for r in count["runs"] if variant(r) == name]
+        (run,) = [r for r in count if variant(r) == name]
         return run["total_gflop_per_step"] / run["packed_rows"]
 
     rope, learned, synthesizer = per_row("rope"), per_row("learned"), per_row("synthesizer")
@@ -1062,11 +1062,17 @@ def packed_rows_cpu(results: Results) -> str:
                   for r in results["bench_fast_path_cpu"]["packed_rows_used"]["rows"]])
 
 
+def step_ops_runs(results: Results, part: str) -> list[dict]:
+    """step_ops_cpu.json's runs of one kind, flat: 'ops' (operations per step at a small width) or 'flops' (at the
+    faithful width)."""
+    return [flat(rec) for rec in results.records("step_ops_cpu") if rec["facts"]["part"] == part]
+
+
 def step_ops(results: Results) -> str:
     """Operations per fast-path step by phase, one column per run (`--optim`)."""
-    runs = results["step_ops_cpu"]["runs"]
+    runs = step_ops_runs(results, "ops")
     phases = list(runs[0]["aten_ops_per_step"])
-    return table(["phase", *(f"`{' '.join(r['flags'])}`" for r in runs)],
+    return table(["phase", *(f"`{r['flags']}`" for r in runs)],
                  [[phase, *(f"{r['aten_ops_per_step'].get(phase, 0):g}" for r in runs)] for phase in phases]
                  + [["**total**", *(f"**{r['total_per_step']:g}**" for r in runs)]])
 

@@ -29,18 +29,20 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from datetime import date
 from pathlib import Path
 from unittest import mock
 
 import torch
 from accelerate import Accelerator
+from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 import train_pretrain
 from data_scripts import DeviceBatches
 from data_scripts import device_batches as device_batches_module
-from modeling_chargpt import CharGPTForCausalLM
+from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from training import atomic_write_json, loop, stacking
 
 # (owner, attribute, phase): the functions a step calls, innermost phase wins
@@ -132,19 +134,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                  str(opts.n_embd), "--device_data", "True", "--report_to", "none", "--checkpointing_steps", "0",
                  "--disable_tqdm", "True", "--logging_steps", "1000", "--sync_steps", "1000", *extra]
         counts, flops, rows = count_ops(flags, opts.steps)
-    result = {"command": shlex.join(["python", "experiments/benchmarks/bench_step_ops.py",
-                                     *(sys.argv[1:] if argv is None else argv)]),
-              "device": "cpu", "torch": torch.__version__, "steps": opts.steps, "flags": extra, "n_embd": opts.n_embd,
-              "aten_ops_per_step": counts, "total_per_step": round(sum(counts.values()), 1),
-              "gflop_per_step": {phase: round(n / 1e9, 3) for phase, n in flops.items()},
-              "total_gflop_per_step": round(sum(flops.values()) / 1e9, 3), "packed_rows": rows}
+    facts = {"steps": opts.steps, "n_embd": opts.n_embd, "aten_ops_per_step": counts,
+             "total_per_step": round(sum(counts.values()), 1),
+             "gflop_per_step": {phase: round(n / 1e9, 3) for phase, n in flops.items()},
+             "total_gflop_per_step": round(sum(flops.values()) / 1e9, 3), "packed_rows": rows,
+             # the operation counts do not depend on the width; the FLOPs are read at the faithful one
+             "part": "flops" if opts.n_embd == CharGPTConfig().n_embd else "ops"}
+    result = {  # experiments/records.py's shape: collecting runs into results/step_ops_cpu.json adds records
+        "name": f"{shlex.join(extra) or 'the defaults'}, width {opts.n_embd}",
+        "recipe": "experiments/benchmarks/bench_step_ops.py",
+        "flags": shlex.join(extra), "variant": "", "seeds": [0], "hardware": f"{cpu_name()}, torch {torch.__version__}",
+        "scores": {}, "seconds": {}, "date": date.today().isoformat(), "facts": facts,
+        "command": shlex.join(["python", "experiments/benchmarks/bench_step_ops.py",
+                               *(sys.argv[1:] if argv is None else argv)])}
     print(f"{'phase':14s} {'operations':>10s} {'GFLOP':>9s}")
     for phase, n in counts.items():
         print(f"{phase:14s} {n:10.1f} {flops.get(phase, 0) / 1e9:9.3f}")
-    print(f"{'total':14s} {result['total_per_step']:10.1f} {result['total_gflop_per_step']:9.3f}   ({rows} packed rows "
+    print(f"{'total':14s} {facts['total_per_step']:10.1f} {facts['total_gflop_per_step']:9.3f}   ({rows} packed rows "
           f"of {opts.n_embd} wide)")
     if opts.json:
-        atomic_write_json(opts.json, result)
+        atomic_write_json(opts.json, {"what": "aten operations and FLOPs of a fast-path pretraining step",
+                                      "records": [result]})
     return 0
 
 
