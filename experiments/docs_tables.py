@@ -588,15 +588,15 @@ def _chosen_row(results: Results, variant: str = "rope") -> dict:
 
 def _reference_size_rows(results: Results) -> list[dict]:
     """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json): a row per
-    variant and budget, its seeds side by side (each on its own machine: a run's `hardware`, else the file's)."""
-    data, rows = results["cpu_fp32_reference_size"], []
+    variant and budget, its seeds side by side (each on its own machine: its record's `hardware`)."""
+    rows: list[dict] = []
     groups: dict[tuple, list[dict]] = {}
-    for run in data["runs"]:
+    for run in map(flat, results.records("cpu_fp32_reference_size")):
         groups.setdefault((run["variant"], run["n_layer"], run["n_embd"], run["epochs"]), []).append(run)
     for (variant, n_layer, n_embd, epochs), runs in groups.items():
         rates = ", ".join(lr(rate) for rate in sorted({run["learning_rate"] for run in runs}))
         preset = "**`--preset best`**: " if (n_layer, n_embd, epochs) == BEST_SHAPE else ""
-        made = _made_cells([{"hardware": data["hardware"], **run} for run in runs])
+        made = _made_cells(runs)
         dev = (f"{score(runs[0]['dev'])}, seed {runs[0]['seed']}" if len(runs) == 1 else
                _seeds_cell([run["dev"]["accuracy"] for run in runs], [run["seed"] for run in runs]))
         rows.append({"variant": f"{variant}, {n_layer} layers × {n_embd} dims (**the reference size**)",
@@ -1223,10 +1223,9 @@ def reference_size(results: Results) -> str:
         rows.append(_size_row(f"rope, 4 × 128, seed {seed}", 150, made["hardware"],
                               {**made, "learning_rate": run["learning_rate"]}, held,
                               run["dev"]["continue_recitation"], run["abstention"]["continue_recitation"]["dev"]))
-    data = results["cpu_fp32_reference_size"]
-    for run in data["runs"]:
+    for run in map(flat, results.records("cpu_fp32_reference_size")):
         rows.append(_size_row(f"{run['variant']}, {run['n_layer']} × {run['n_embd']} (reference), seed {run['seed']}",
-                              run["epochs"], run.get("hardware", data["hardware"]), run,
+                              run["epochs"], run["hardware"], run,
                               run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
                               run["abstention"]["dev"]))
     return table(["model", "epochs", "machine", "pretraining (min)", "dev places stored", "held-out (chosen rate)",

@@ -32,6 +32,7 @@ from docs_tables import (  # noqa: E402
     dev_of,
     faithful,
     fast_path,
+    flat,
     handout_bars,
     recitation_runs,
     recitation_source,
@@ -137,7 +138,7 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
         made = [span_made(results, variant, seed) for seed, _ in span_runs]
         rows.append(("span answers\n150 ep., 4×128", [100 * m["stored"] / m["stored_of"] for m in made],
                      [run["dev"]["continue_recitation"]["accuracy"] for _, run in span_runs]))
-        reference_size = [r for r in results["cpu_fp32_reference_size"]["runs"] if r["variant"] == variant]
+        reference_size = [flat(r) for r in results.records("cpu_fp32_reference_size") if r["variant"] == variant]
         for epochs in sorted({r["epochs"] for r in reference_size}):  # a group per budget, its seeds as dots
             runs = [r for r in reference_size if r["epochs"] == epochs]
             rows.append((f"span answers\n{epochs} ep., 4×256", [100 * r["stored"] / r["stored_of"] for r in runs],

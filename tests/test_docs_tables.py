@@ -53,8 +53,7 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
 # results files still in the shape their study wrote (issue 70: each moves to records, its tables to tables.yaml)
 NOT_YET_RECORDS = {
     "bench_fast_path_cpu", "bench_gpu_h100", "bench_gpu_h200", "bench_seeds_cpu", "confidence_cpu_span",
-    "cpu_fp32_reference_size", "cpu_fp32_span_answers", "demo_cpu", "demo_cpu_no_amx", "demo_mixed_cpu",
-    "span_recite_epochs_cpu",
+    "cpu_fp32_span_answers", "demo_cpu", "demo_cpu_no_amx", "demo_mixed_cpu", "span_recite_epochs_cpu",
 }
 
 
@@ -339,20 +338,22 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())
-    on_the_files_machine = next(run for run in data["runs"] if "hardware" not in run)
-    base = dict(on_the_files_machine, seed=0, pretrain_seconds=600.0, learning_rate=7.5e-5,
-                dev={"correct": 61, "total": 500, "accuracy": 12.2})
-    data["runs"] = [base, dict(base, seed=1, pretrain_seconds=1200.0, learning_rate=1.5e-4,
-                               dev={"correct": 71, "total": 500, "accuracy": 14.2},
-                               hardware="2 cores of an Intel Xeon (AMX)"),
-                    dict(base, seed=2, epochs=60)]
+    epyc = next(run for run in data["records"] if "AMD EPYC" in run["hardware"])
+
+    def run(seed: int, minutes: float, rate: float, correct: int, epochs: int = 50, **fields: object) -> dict:
+        return dict(epyc, name=f"seed {seed}, {epochs} epochs", seeds=[seed], seconds={"pretrain": 60 * minutes},
+                    scores={"dev": {"correct": correct, "total": 500, "accuracy": correct / 5}},
+                    facts={**epyc["facts"], "learning_rate": rate, "epochs": epochs}, **fields)
+
+    data["records"] = [run(0, 10, 7.5e-5, 61), run(1, 20, 1.5e-4, 71, hardware="2 cores of an Intel Xeon (AMX)"),
+                       run(2, 10, 7.5e-5, 61, epochs=60)]
     (tmp_path / "results" / "cpu_fp32_reference_size.json").write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
     rows = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
     assert [r["dev"] for r in rows] == ["13.2 ± 1.4% (12.2 / 14.2)", "12.2% (61/500), seed 2"]
     assert [r["wall"] for r in rows] == ["pretraining 10.0 / 20.0 min", "pretraining 10.0 min"]
     assert [r["hardware"] for r in rows] == ["2 AMD EPYC cores, no AMX, fp32 (2 machines)",
-                                             "2 AMD EPYC cores, no AMX, fp32"]  # a seed's own machine, else the file's
+                                             "2 AMD EPYC cores, no AMX, fp32"]  # each seed on its own machine
     assert "(lr 7.5e-5, 1.5e-4, chosen" in rows[0]["recipe"] and "(60 epochs)" in rows[1]["recipe"]
     # --preset best is the 50-epoch recipe at the reference size; another budget is not the preset
     assert rows[0]["recipe"].startswith("**`--preset best`**") and "preset" not in rows[1]["recipe"]

@@ -584,8 +584,8 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
         in command
     best = _stage_settings(recipe, parsed(command))
-    measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
-    assert {run["epochs"] for run in measured} == {50}
+    measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["records"]
+    assert {run["facts"]["epochs"] for run in measured} == {50}
     for run in measured:
         assert _stage_settings(recipe, parsed(run["command"])) == best, run["command"]
         ran, ours = recipe.settled(parsed(run["command"])), recipe.settled(parsed(command))

@@ -89,26 +89,32 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     assert answered == [spans["continue_recitation"]["runs"][f"rope, {s}"]["dev"]["continue_recitation"]["accuracy"]
                         for s in range(5)]
     assert stored[0] == 100 * spans["rope_seeds"]["0"]["run"]["stored"] / spans["rope_seeds"]["0"]["run"]["stored_of"]
-    reference = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())["runs"]
+    reference = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())["records"]
     label, stored, answered = data["rope"][6]
-    assert "4×256" in label and answered == [r["dev"]["accuracy"] for r in reference if r["variant"] == "rope"]
-    assert stored == [100 * r["stored"] / r["stored_of"] for r in reference if r["variant"] == "rope"]
+    rope = [r for r in reference if r["variant"] == "rope"]
+    assert "4×256" in label and answered == [r["scores"]["dev"]["accuracy"] for r in rope]
+    assert stored == [100 * r["facts"]["stored"] / r["facts"]["stored_of"] for r in rope]
     label, stored, answered = data["learned"][-1]  # learned positions at the reference size: its own group
     learned = [r for r in reference if r["variant"] == "learned"]
-    assert "4×256" in label and answered == [r["dev"]["accuracy"] for r in learned]
-    assert stored == [100 * r["stored"] / r["stored_of"] for r in learned]
+    assert "4×256" in label and answered == [r["scores"]["dev"]["accuracy"] for r in learned]
+    assert stored == [100 * r["facts"]["stored"] / r["facts"]["stored_of"] for r in learned]
 
 
 def test_a_reference_size_run_of_learned_positions_adds_its_group_and_another_budget_another(tmp_path):
     shutil.copytree(RESULTS, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("predictions"))
     path = tmp_path / "cpu_fp32_reference_size.json"
     data = json.loads(path.read_text())
-    data["runs"].append(dict(data["runs"][0], variant="learned", epochs=60, stored=400, stored_of=471,
-                             dev={"correct": 300, "total": 500, "accuracy": 60.0}))
+
+    def another(base: dict, name: str, epochs: int, correct: int, **facts: object) -> dict:
+        """A record like `base` at another budget (its own name), answering `correct` of dev."""
+        return dict(base, name=name, variant="learned", facts={**base["facts"], "epochs": epochs, **facts},
+                    scores={**base["scores"], "dev": {"correct": correct, "total": 500, "accuracy": correct / 5}})
+
+    data["records"].append(another(data["records"][0], "learned, 60 epochs", 60, 300, stored=400, stored_of=471))
     path.write_text(json.dumps(data))
     label, stored, answered = stored_and_answered(tmp_path)["learned"][-1]
     assert label == "span answers\n60 ep., 4×256" and stored == [100 * 400 / 471] and answered == [60.0]
-    data["runs"].append(dict(data["runs"][-1], epochs=90, dev={"correct": 350, "total": 500, "accuracy": 70.0}))
+    data["records"].append(another(data["records"][-1], "learned, 90 epochs", 90, 350))
     path.write_text(json.dumps(data))
     groups = stored_and_answered(tmp_path)["learned"][-2:]
     assert [(label, answered) for label, _, answered in groups] == [("span answers\n60 ep., 4×256", [60.0]),

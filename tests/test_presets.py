@@ -169,9 +169,9 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
     """--preset best resolves to what experiments/recite_recipe.py ran for results/cpu_fp32_reference_size.json (its
     recorded command's stage flags, the chosen rate of a seed), and the evaluation answers as that recipe's did."""
     recipe = load("experiments/recite_recipe.py")
-    runs = json.loads((Path(__file__).parents[1] / "results" / "cpu_fp32_reference_size.json").read_text())["runs"]
+    runs = json.loads((Path(__file__).parents[1] / "results" / "cpu_fp32_reference_size.json").read_text())["records"]
     rate = DEFAULTS["finetune"]["best"]["learning_rate"]
-    run = next(r for r in runs if r["learning_rate"] == rate)  # a measured seed chose the preset's rate
+    run = next(dict(r, **r["facts"]) for r in runs if r["facts"]["learning_rate"] == rate)  # a seed chose it
     opts = recipe.build_parser().parse_args(shlex.split(run["command"])[2:])
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
     epochs = ["--num_train_epochs", str(opts.pretrain_epochs)]  # run_experiments.py --pretrain_epochs
