@@ -310,15 +310,15 @@ def _demo_table(data: dict) -> str:
 def demo_mixing(results: Results) -> str:
     """The demo's rope recipe with questions mixed into pretraining (or first, alone): one row per recipe and group of
     dev people, one column per world seed it ran on."""
-    data = results["demo_mixed_cpu"]
-    seeds = sorted(data["worlds"], key=int)
+    runs = {(rec["recipe"], rec["seeds"][0]): rec for rec in results.records("demo_mixed_cpu")}
+    seeds = sorted({seed for _, seed in runs})
     rows = []
-    for recipe, spec in data["recipes"].items():
+    for recipe in dict.fromkeys(recipe for recipe, _ in runs):
+        steps = next(rec for (name, _), rec in runs.items() if name == recipe)["facts"]["pretraining_steps"]
         for group, label in (("dev", "all dev"), ("paraphrased", "read in 4 paraphrases"),
                              ("single", "read in one sentence")):
-            cells = [score(data["worlds"][s][recipe][group]) if recipe in data["worlds"][s] else "not run"
-                     for s in seeds]
-            rows.append([f"{recipe} ({spec['pretraining_steps']:,} steps)" if group == "dev" else "", label, *cells])
+            cells = [score(runs[recipe, s]["scores"][group]) if (recipe, s) in runs else "not run" for s in seeds]
+            rows.append([f"{recipe} ({steps:,} steps)" if group == "dev" else "", label, *cells])
     return table(["pretraining", "dev people", *(f"world seed {s}" for s in seeds)], rows)
 
 
