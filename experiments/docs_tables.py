@@ -274,37 +274,39 @@ def faithful(results: Results, part: str, series: str | None = None) -> list[dic
 # ---------------------------------------------------------------------------------------------------- the demo
 
 
-DEMO_ROWS = [  # (label, run name prefix, which score): the rows a reader compares
-    ("London baseline", "london baseline", "dev"),
-    ("no pretraining (finetuned from scratch)", "no pretraining", "dev"),
-    ("pretrained (rope), all dev people", "rope-causal", "dev"),
-    ("… people read in 4 paraphrased sentences", "rope-causal", "paraphrased"),
-    ("… people read in one sentence", "rope-causal", "single"),
+DEMO_ROWS = [  # (label, score of a world's record): the rows a reader compares
+    ("London baseline", "london baseline"),
+    ("no pretraining (finetuned from scratch)", "no pretraining (learned)"),
+    ("pretrained (rope), all dev people", "rope-causal-seed0"),
+    ("… people read in 4 paraphrased sentences", "rope-causal-seed0, paraphrased"),
+    ("… people read in one sentence", "rope-causal-seed0, single"),
 ]
 
 
 def demo(results: Results) -> str:
     """README: `make demo` on a CPU without AMX, the issue's setting (results/demo_cpu_no_amx.json)."""
-    return _demo_table(results["demo_cpu_no_amx"])
+    return _demo_table(demo_worlds(results, "demo_cpu_no_amx"))
 
 
 def demo_amx(results: Results) -> str:
     """docs/results.md: the same worlds on the Xeon with AMX units, unused in fp32 (results/demo_cpu.json)."""
-    return _demo_table(results["demo_cpu"])
+    return _demo_table(demo_worlds(results, "demo_cpu"))
 
 
-def _demo_table(data: dict) -> str:
+def demo_worlds(results: Results, stem: str) -> list[dict]:
+    """The `make demo` runs of a demo study, one record per world seed (its other records: side measurements)."""
+    return [rec for rec in results.records(stem) if rec["facts"]["part"] == "worlds"]
+
+
+def _demo_table(worlds: list[dict]) -> str:
     """One column per world seed of `make demo` (correct/total), then the mean; the last row the wall time."""
-    seeds = sorted(data["worlds"], key=int)
-    worlds = [data["worlds"][s] for s in seeds]
     rows = []
-    for label, prefix, which in DEMO_ROWS:
-        runs = [next(r for r in w["runs"] if r["name"].startswith(prefix)) for w in worlds]
-        scores = [r["dev"] if which == "dev" else r["dev_groups"][which] for r in runs]
+    for label, key in DEMO_ROWS:
+        scores = [w["scores"][key] for w in worlds]
         rows.append([label, *(score(s) for s in scores), pct(statistics.mean(s["accuracy"] for s in scores))])
-    wall = [w["demo_seconds"] for w in worlds]
+    wall = [w["seconds"]["demo"] for w in worlds]
     rows.append(["whole demo, wall time", *(f"{s} s" for s in wall), f"{statistics.mean(wall):.0f} s"])
-    return table(["dev exact match", *(f"world seed {s}" for s in seeds), "mean"], rows)
+    return table(["dev exact match", *(f"world seed {w['seeds'][0]}" for w in worlds), "mean"], rows)
 
 
 def demo_mixing(results: Results) -> str:
@@ -913,9 +915,10 @@ def timings(results: Results) -> str:
     demos = []
     amx_page = "[demo page](results-demo.md#make-demo-on-the-amx-xeon)"
     for stem, shown in (("demo_cpu_no_amx", "README"), ("demo_cpu", amx_page)):
-        wall = [w["demo_seconds"] for w in results[stem]["worlds"].values()]
+        worlds = demo_worlds(results, stem)
+        wall = [w["seconds"]["demo"] for w in worlds]
         demos.append(["`make demo`", "synthetic world, tiny model, rope",
-                      f"{short_hardware(results[stem]['hardware'])}, fp32",
+                      f"{short_hardware(worlds[0]['hardware'])}, fp32",
                       f"{min(wall)}–{max(wall)} s ({len(wall)} world seeds)", shown])
     return table(["run", "what", "hardware", "wall time", "dev"], [
         *demos,

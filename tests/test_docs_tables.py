@@ -38,7 +38,7 @@ def test_every_committed_table_is_what_the_json_gives():
 def test_a_changed_number_makes_its_tables_stale(tmp_path):
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     demo = json.loads((RESULTS / "demo_cpu_no_amx.json").read_text())
-    demo["worlds"]["0"]["runs"][0]["dev"]["accuracy"] = 99.9
+    demo["records"][0]["scores"]["london baseline"]["accuracy"] = 99.9  # world 0's London baseline
     (tmp_path / "results" / "demo_cpu_no_amx.json").write_text(json.dumps(demo))
     edited = Results(tmp_path / "results")
     assert "99.9%" in TABLES["demo"](edited)
@@ -53,7 +53,7 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
 # results files still in the shape their study wrote (issue 70: each moves to records, its tables to tables.yaml)
 NOT_YET_RECORDS = {
     "bench_fast_path_cpu", "bench_gpu_h100", "bench_gpu_h200", "bench_seeds_cpu", "confidence_cpu_span",
-    "cpu_fp32_span_answers", "demo_cpu", "demo_cpu_no_amx", "span_recite_epochs_cpu",
+    "cpu_fp32_span_answers", "span_recite_epochs_cpu",
 }
 
 
@@ -153,17 +153,16 @@ def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_
 
 @pytest.mark.parametrize("stem", ["demo_cpu_no_amx", "demo_cpu"])
 def test_the_demo_results_are_complete_runs(stem):
-    results = json.loads((RESULTS / f"{stem}.json").read_text())
-    assert sorted(results["worlds"]) == ["0", "1", "2"]
-    for seed, world in results["worlds"].items():
-        assert f"--seed {seed}" in world["synthetic_args"]
-        rows = {row["name"]: row for row in world["runs"]}
-        assert set(rows) == {"london baseline", "no pretraining (learned)", "rope-causal-seed0"}
-        for row in rows.values():
-            dev, groups = row["dev"], row["dev_groups"]
-            assert dev["total"] == 75 and groups["paraphrased"]["total"] + groups["single"]["total"] == 75
-            assert dev["correct"] == groups["paraphrased"]["correct"] + groups["single"]["correct"]
-        assert world["demo_seconds"] >= world["total_seconds"]
+    worlds = docs_tables.demo_worlds(Results(), stem)
+    assert [world["seeds"] for world in worlds] == [[0], [1], [2]]
+    for world in worlds:
+        assert f"--seed {world['seeds'][0]}" in world["facts"]["synthetic_args"]
+        assert set(world["facts"]["runs"]) == {"london baseline", "no pretraining (learned)", "rope-causal-seed0"}
+        for run in world["facts"]["runs"]:
+            dev, paraphrased, single = (world["scores"][key] for key in (run, f"{run}, paraphrased", f"{run}, single"))
+            assert dev["total"] == 75 and paraphrased["total"] + single["total"] == 75
+            assert dev["correct"] == paraphrased["correct"] + single["correct"]
+        assert world["seconds"]["demo"] >= world["seconds"]["run_experiments"]
 
 
 def _json_numbers(value) -> set[float]:
