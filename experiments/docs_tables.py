@@ -210,7 +210,7 @@ def flat(rec: dict) -> dict:
     """A record as one flat dict (its facts, NAME_seconds and scores beside name and hardware), for the tables
     that join studies in code."""
     return {"hardware": rec["hardware"], "variant": rec["variant"], "flags": rec["flags"],
-            "seed": (rec["seeds"] or [None])[0], **rec["facts"],
+            "seed": (rec["seeds"] or [None])[0], "seeds": rec["seeds"], **rec["facts"],
             "name": rec["facts"].get("display_name", rec["name"]),
             **{f"{stage}_seconds": s for stage, s in rec["seconds"].items()}, **rec["scores"]}
 
@@ -1082,15 +1082,17 @@ def step_ops(results: Results) -> str:
 
 def bench_seeds_cpu(results: Results) -> str:
     """Three seeds three ways on a CPU: separate runs in a row, `--seeds`, stacked; wall time against the first."""
-    data = results["bench_seeds_cpu"]
-    (round_,) = data["rounds"]
-    separate = sum(run["wall_seconds"] for run in round_["separate"])
+    way: dict[str, list[dict]] = {}
+    for rec in results.records("bench_seeds_cpu"):
+        way.setdefault(rec["facts"]["way"], []).append(flat(rec))
+    separate = sum(run["wall_seconds"] for run in way["separate"])
+    (together,), (twice,) = way["together"], way["same seed twice"]
     ways = [("separate runs, one after another", separate, 0.0),
-            (f"`--seeds {','.join(map(str, data['seeds']))}` (one process, members in turn)",
-             round_["together"]["wall_seconds"], round_["max_weight_difference"])]
-    ways += [("`--stack_seeds True`" + (f" `{run['flags']}`" if run["flags"] else ""), run["wall_seconds"],
-              run["max_weight_difference"]) for run in round_.get("stacked", [])]
-    twice = data["same_seed_twice"]["max_weight_difference"]
+            (f"`--seeds {','.join(map(str, together['seeds']))}` (one process, members in turn)",
+             together["wall_seconds"], together["max_weight_difference"])]
+    ways += [("`--stack_seeds True`" + (f" `{run['extra']}`" if run["extra"] else ""), run["wall_seconds"],
+              run["max_weight_difference"]) for run in way.get("stacked", [])]
+    twice = twice["max_weight_difference"]
     return table(["three seeds", "wall", "vs separate runs", "largest weight difference"],
                  [[what, f"{wall:.1f} s", f"×{separate / wall:.2f}",
                    f"— (one seed run twice: {twice:.3g})" if not i else f"{diff:.3g}"]

@@ -243,18 +243,25 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
                                       "--concurrent", "--threads", "1", "--stacked", "", "--stacked",
                                       "--torch_compile_mode nonsense", "--stacked", "--dropout 0"])
     bench.main()
-    (result,) = json.loads(out.read_text())["rounds"]
-    assert result["max_weight_difference"] == 0.0 and len(result["separate"]) == 2
-    assert result["together"]["wall_seconds"] > 0
+    records = json.loads(out.read_text())["records"]  # run records (experiments/records.py), one per run
+    way = {}
+    for record in records:
+        way.setdefault(record["facts"]["way"], []).append(record)
+    assert [r["seeds"] for r in way["separate"]] == [[0], [1]]
+    (together,) = way["together"]
+    assert together["facts"]["max_weight_difference"] == 0.0 and together["seconds"]["wall"] > 0
     # --concurrent: the same runs as separate processes at once, each the model its in-process run trained
-    assert result["concurrent"]["max_weight_difference"] == 0.0 and len(result["concurrent"]["train_seconds"]) == 2
+    (concurrent,) = way["concurrent"]
+    assert concurrent["facts"]["max_weight_difference"] == 0.0 and len(concurrent["facts"]["train_seconds"]) == 2
     # --stacked: the members as one stacked model: with dropout their separate runs in distribution only; without
     # dropout (the separate runs had it) further still
-    stacked = result["stacked"]
-    assert [run["flags"] for run in stacked] == ["", "--torch_compile_mode nonsense", "--dropout 0"]
-    assert all(run["max_weight_difference"] > 0 and run["wall_seconds"] > 0 for run in stacked[::2])
+    stacked = way["stacked"]
+    assert [run["facts"]["extra"] for run in stacked] == ["", "--torch_compile_mode nonsense", "--dropout 0"]
+    assert all(run["facts"]["max_weight_difference"] > 0 and run["seconds"]["wall"] > 0 for run in stacked[::2])
     # a stacked run that fails is recorded with its reason, and the next one still runs
-    assert set(stacked[1]) == {"flags", "error"} and "failed" in stacked[1]["error"]
+    assert not stacked[1]["seconds"] and "failed" in stacked[1]["facts"]["error"]
+    load_script = importlib.import_module("test_readme_commands").load
+    assert load_script("experiments/records.py").check(records, out) == records
     printed = capsys.readouterr().out
     assert "members' largest weight difference from their separate runs: 0\n" in printed
     assert "stacked --torch_compile_mode nonsense failed: " in printed

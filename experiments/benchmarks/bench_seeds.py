@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 import torch
@@ -37,6 +38,9 @@ from safetensors.torch import load_file
 
 import train_pretrain
 from training import atomic_write_json, run_cli
+
+WHAT = ("seeds trained three ways: separate runs in a row, one --seeds process (members in turn), stacked "
+        "(--stack_seeds True); wall seconds, and how far each way's members are from the separate runs")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,12 +129,44 @@ def main() -> None:
     def write() -> None:
         """After every measurement (atomically), so a run stopped by a time limit keeps what it measured."""
         if opts.json:
-            atomic_write_json(opts.json, summary)
+            atomic_write_json(opts.json, {"what": WHAT, "records": records_of(summary, date.today().isoformat())})
 
     try:
         measure(opts, wiki, seeds, flags, rounds, write)
     except RunFailed as err:
         sys.exit(f"error: {err}")
+
+
+def records_of(summary: dict, day: str | None) -> list[dict]:
+    """The rounds as run records (experiments/records.py's shape): each separate run, the --seeds run, the concurrent
+    processes and each stacked run; facts say which way and round, and how far the members are from the separate
+    runs."""
+    hardware = f"{summary['device']}, torch {summary['torch']}, {summary['threads']} threads"
+    records = []
+
+    def add(name: str, way: str, seeds: list[int], run: dict, r: int, extra: str = "") -> None:
+        facts = {"way": way, "round": r, "steps": summary["steps"],
+                 **{k: v for k, v in run.items() if k not in ("wall_seconds", "train_seconds", "flags")}}
+        if isinstance(run.get("train_seconds"), list):  # the concurrent processes' own training times
+            facts["train_seconds"] = run["train_seconds"]
+        seconds = {k.removesuffix("_seconds"): run[k] for k in ("wall_seconds", "train_seconds")
+                   if isinstance(run.get(k), int | float)}
+        records.append({"name": name, "recipe": "experiments/benchmarks/bench_seeds.py",
+                        "flags": " ".join(filter(None, [summary["flags"], extra])), "variant": "", "seeds": seeds,
+                        "hardware": hardware, "scores": {}, "seconds": seconds, "command": summary["command"],
+                        "date": day, "facts": facts})
+
+    for r, found in enumerate(summary["rounds"]):
+        for seed, run in zip(summary["seeds"], found["separate"], strict=True):
+            add(f"round {r}: seed {seed} alone", "separate", [seed], run, r)
+        add(f"round {r}: --seeds", "together", summary["seeds"],
+            {**found["together"], "max_weight_difference": found["max_weight_difference"]}, r)
+        if "concurrent" in found:
+            add(f"round {r}: concurrent processes", "concurrent", summary["seeds"], found["concurrent"], r)
+        for run in found.get("stacked", []):
+            add(f"round {r}: stacked {run['flags'] or '(no extra flags)'}", "stacked", summary["seeds"],
+                {**{k: v for k, v in run.items() if k != "flags"}, "extra": run["flags"]}, r, run["flags"])
+    return records
 
 
 def measure(opts: argparse.Namespace, wiki: Path, seeds: list[int], flags: list[str], rounds: list[dict],
