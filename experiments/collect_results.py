@@ -31,7 +31,9 @@ from datetime import date
 from pathlib import Path
 
 import records
+from docs_tables import score
 from records import record
+from records import train_minutes as minutes
 
 ANCHORS = Path(__file__).resolve().parents[1] / "results" / "anchors.json"  # the handout's bars, the 60-minute goal
 
@@ -174,16 +176,8 @@ def group_summary(name: str, members: list[dict]) -> dict:
             "train_minutes_mean": statistics.mean(minutes), "train_minutes_std": statistics.stdev(minutes)}
 
 
-def minutes(row: dict) -> float:
-    return row["seconds"].get("train", 0.0) / 60
-
-
 def accuracy(row: dict) -> float:
     return row["scores"]["dev"]["accuracy"]
-
-
-def score(dev: dict) -> str:
-    return f"{dev['accuracy']:.1f}% ({dev['correct']}/{dev['total']})"
 
 
 def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = None) -> None:

@@ -39,6 +39,7 @@ from docs_tables import (  # noqa: E402
     span_made,
 )
 from matplotlib.figure import Figure  # noqa: E402
+from records import train_minutes as minutes  # noqa: E402
 
 from training.files import atomic_write_bytes  # noqa: E402
 
@@ -59,10 +60,6 @@ def load(folder: Path = RESULTS) -> tuple[Results, dict]:
     """(the results of `folder`, what the figure is measured against: the handout's bars and the CPU goal)."""
     results = Results(folder)
     return results, {"handout_bars": handout_bars(results), "cpu_goal_minutes": results["anchors"]["cpu_goal_minutes"]}
-
-
-def minutes(record: dict) -> float:
-    return record["seconds"].get("train", 0.0) / 60  # answering London trains nothing
 
 
 def plot(results: Results, anchors: dict) -> Figure:

@@ -39,6 +39,11 @@ def record(name: str, **values: object) -> dict:
     return {"name": name, **empty, **values}
 
 
+def train_minutes(rec: dict) -> float:
+    """Pretraining + finetuning wall minutes of a run record (0 for one that trained nothing, answering London)."""
+    return rec["seconds"].get("train", 0.0) / 60
+
+
 def check(records: list, source: Path | str) -> list[dict]:
     """`records` if each has exactly FIELDS with their types and a unique name; else one line naming the record."""
     names = set()
