@@ -225,9 +225,10 @@ def recitation_runs(results: Results) -> dict[str, dict]:
     return {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_recitation") if "part" not in rec["facts"]}
 
 
-def spec_table(spec: dict) -> Callable[[Results], str]:
+def spec_table(name: str, spec: dict) -> Callable[[Results], str]:
     """A table of tables.yaml: the records of its study (or studies, one after another) where facts match `where`,
-    with `compute`d fields, optionally grouped by a fact (groups in order of appearance)."""
+    with `compute`d fields, optionally grouped by a fact (groups in order of appearance). A field that no record
+    has ends the run in one line naming the table."""
     studies = spec["study"] if isinstance(spec["study"], list) else [spec["study"]]
 
     def render_spec(results: Results) -> str:
@@ -241,7 +242,10 @@ def spec_table(spec: dict) -> Callable[[Results], str]:
                 if spec["group_by"] in rec["facts"]:
                     groups.setdefault(rec["facts"][spec["group_by"]], []).append(rec)
             rows = [Group(name, members) for name, members in groups.items()]
-        return make_table(rows, spec["columns"])
+        try:
+            return make_table(rows, spec["columns"])
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            raise SystemExit(f"{SPECS.name}: table {name}: {type(err).__name__}: {err}") from None
     return render_spec
 
 
@@ -937,13 +941,12 @@ def cpu_projections(results: Results) -> list[list[str]]:
     """The faithful pretraining on a CPU, projected from today's loop's timed steps in
     experiments/benchmarks/bench_gpu.py, one
     row per CPU (its runs' range): no CPU run of it has finished."""
-    bench = results["bench_fast_path_cpu"]
     hours: dict[str, list[float]] = {}
-    for run in bench["runs"]:
-        cpu, hardware = bench_cpu(bench, run)
-        cores = hardware.split(" cores")[0]  # e.g. "2 AMD EPYC"
-        hours.setdefault(f"{cores} cores, {cpu}, fp32", []).extend(
-            r["projected_full_pretraining_s"] / 3600 for r in run["rows"] if r["variant"].startswith("today"))
+    for rec in (rec for run in bench_runs(results, "bench_fast_path_cpu", "run") for rec in run):
+        if rec["facts"]["bench_variant"].startswith("today"):
+            cores = rec["hardware"].split(" cores")[0]  # e.g. "2 AMD EPYC"
+            hours.setdefault(f"{cores} cores, {rec['facts']['cpu']}, fp32", []).append(
+                rec["facts"]["projected_full_pretraining_s"] / 3600)
     return [["`make reproduce` on a CPU", "the faithful recipe's pretraining (650 epochs), projected from today's "
              "loop's timed steps (experiments/benchmarks/bench_gpu.py)", machine,
              f"{min(h):.1f}–{max(h):.1f} h" if len(h) > 1 else f"{h[0]:.1f} h", "—"] for machine, h in hours.items()]
@@ -952,9 +955,18 @@ def cpu_projections(results: Results) -> list[list[str]]:
 # ---------------------------------------------------------------------------------------------------- performance
 
 
-def model_steps(row: dict) -> float:
-    """A bench_gpu.py row's steps per second times the models each step trains (a `--seeds` variant: several)."""
-    return row["steps_per_s"] * row.get("members", 1)
+def model_steps(facts: dict) -> float:
+    """A bench_gpu.py record's steps per second times the models each step trains (a `--seeds` variant: several)."""
+    return facts["steps_per_s"] * facts.get("members", 1)
+
+
+def bench_runs(results: Results, stem: str, key: str = "call") -> list[list[dict]]:
+    """The records of a bench_gpu.py study, one list per device call (or CPU run: `key`), in the order run."""
+    runs: dict[int, list[dict]] = {}
+    for rec in results.records(stem):
+        if key in rec["facts"]:
+            runs.setdefault(rec["facts"][key], []).append(rec)
+    return list(runs.values())
 
 
 # results/*.json of experiments/benchmarks/bench_gpu.py, in the order run
@@ -964,15 +976,13 @@ GPU_BENCHES = ("bench_gpu_h200", "bench_gpu_h100")
 def bench_gpu(results: Results) -> str:
     """Every device call's benchmark rows, each call's machine named: variants compare within a call only (the fast
     path ran in every call)."""
-    rows, number = [], 0
-    for stem in GPU_BENCHES:
-        for call in results[stem]["calls"]:
-            number += 1
-            first = model_steps(call["rows"][0])
-            rows += [[str(number), call["device"].removeprefix("NVIDIA ").split(" ")[0], f"`{r['variant']}`",
-                      f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}", f"×{model_steps(r) / first:.2f}",
-                      f"{r['gpu_utilization_percent']:.0f}%", f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}",
-                      f"{r['projected_full_pretraining_s']:.0f} s"] for r in call["rows"]]
+    rows = []
+    for number, call in enumerate((call for stem in GPU_BENCHES for call in bench_runs(results, stem)), 1):
+        first = model_steps(call[0]["facts"])
+        rows += [[str(number), r["device"].removeprefix("NVIDIA ").split(" ")[0], f"`{r['bench_variant']}`",
+                  f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}", f"×{model_steps(r) / first:.2f}",
+                  f"{r['gpu_utilization_percent']:.0f}%", f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}",
+                  f"{r['projected_full_pretraining_s']:.0f} s"] for r in (rec["facts"] for rec in call)]
     return table(["call", "GPU", "variant", "steps/s", "useful tokens/s", "vs the call's first (per model)",
                   "GPU util.", "loss (last tenth)", "650 epochs (projected)"], rows)
 
@@ -980,18 +990,19 @@ def bench_gpu(results: Results) -> str:
 def readme_gpu(results: Results) -> str:
     """The front page's GPU table: the H100 call (today's loop, the fast path, compiled: one run), then the whole
     faithful pretraining the same call ran with the fastest flags (faithful_h100_fast_path.json)."""
-    (call,) = results["bench_gpu_h100"]["calls"]
-    first = call["rows"][0]
-    rows = [[f"`{r['variant']}`" + (f" (`{r['flags']}`)" if r["variant"] != "today" else " (the loop before)"),
-             f"{r['steps_per_s']:.1f}", f"×{model_steps(r) / model_steps(first):.2f}",
-             f"{r['projected_full_pretraining_s']:.0f} s"] for r in call["rows"]]
+    (call,) = bench_runs(results, "bench_gpu_h100")
+    first, facts = call[0]["facts"], call[0]["facts"]
+    rows = [[f"`{r['facts']['bench_variant']}`" + (f" (`{r['flags']}`)" if r["facts"]["bench_variant"] != "today"
+                                                   else " (the loop before)"),
+             f"{r['facts']['steps_per_s']:.1f}", f"×{model_steps(r['facts']) / model_steps(first):.2f}",
+             f"{r['facts']['projected_full_pretraining_s']:.0f} s"] for r in call]
     made = fast_path(results, "pretraining")
     per_s = made["steps"] / made["loop_seconds"]
     rows.append([f"the whole pretraining with the last row's flags, measured ({made['steps']:,} steps)",
                  f"{per_s:.1f}", f"×{per_s / model_steps(first):.2f}",
                  f"**{made['loop_seconds']} s** in the loop, {made['pretrain_seconds']:.0f} s in all"])
-    return table([f"one {call['device']}, fp32, {call['position_embedding_type']}, {call['steps']} steps each",
-                  "steps/s", "vs today", f"{call['epochs']}-epoch pretraining (projected)"], rows)
+    return table([f"one {facts['device']}, fp32, {call[0]['variant']}, {facts['steps']} steps each",
+                  "steps/s", "vs today", f"{facts['epochs']}-epoch pretraining (projected)"], rows)
 
 
 def gpu_flops(results: Results) -> str:
@@ -1011,8 +1022,8 @@ def gpu_flops(results: Results) -> str:
         return run["total_gflop_per_step"] / run["packed_rows"]
 
     rope, learned, synthesizer = per_row("rope"), per_row("learned"), per_row("synthesizer")
-    (call,) = results["bench_gpu_h100"]["calls"]
-    bench = next(r for r in call["rows"] if r["variant"] == "fast_compiled_all")
+    bench = next(rec for rec in results.records("bench_gpu_h100") if rec["facts"]["bench_variant"] ==
+                 "fast_compiled_all")["facts"]
     made = fast_path(results, "pretraining")
     goal, reproduce = made["steps"] / 60, 9 * made["steps"] / 600
 
@@ -1022,7 +1033,7 @@ def gpu_flops(results: Results) -> str:
         return [what, f"{rows:g}", f"{gflop_row * rows:.1f}", f"{steps_per_s:.1f}", f"{tflops:.1f}", *shares]
 
     rows = made["packed_rows"]
-    used = next(r for r in results["bench_fast_path_cpu"]["packed_rows_used"]["rows"] if r["batch_size"] == 128)
+    used = next(rec["facts"] for rec in results.records("bench_fast_path_cpu") if rec["facts"].get("batch_size") == 128)
     return table(["one H100 SXM, the faithful step", "packed rows", "GFLOP a step", "steps/s", "TFLOP/s",
                   f"of the FP32 peak ({peaks['fp32_tflops']:g})",
                   f"of the dense TF32 peak ({peaks['tf32_tensor_dense_tflops']:g})"],
@@ -1038,31 +1049,18 @@ def gpu_flops(results: Results) -> str:
                       "of learned, rope and synthesizer)", (learned + rope + synthesizer) / 3, rows, reproduce)])
 
 
-def bench_cpu(bench: dict, run: dict) -> tuple[str, str]:
-    """A bench_fast_path_cpu.json run's CPU label and hardware: its own, or else the file's."""
-    return run.get("cpu", bench["cpu"]), run.get("hardware", bench["hardware"])
-
-
 def bench_fast_path_cpu(results: Results) -> str:
     """Today's loop against the fast path on a CPU, run by run (rows compare within a run only); a run on another
     CPU than the file's names its own."""
-    bench = results["bench_fast_path_cpu"]
     rows = []
-    for number, run in enumerate(bench["runs"], 1):
-        first = run["rows"][0]["steps_per_s"]
-        rows += [[str(number), bench_cpu(bench, run)[0], run["code"].split(":")[0].split(",")[0],
-                  f"`{r['variant']}`", str(run["steps"]), f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
+    for number, run in enumerate(bench_runs(results, "bench_fast_path_cpu", "run"), 1):
+        first = run[0]["facts"]["steps_per_s"]
+        rows += [[str(number), r["cpu"], r["code"].split(":")[0].split(",")[0], f"`{r['bench_variant']}`",
+                  str(r["steps"]), f"{r['steps_per_s']:.2f}", f"{r['useful_tokens_per_s']:,}",
                   f"×{r['steps_per_s'] / first:.2f}", f"{r['loss_tail_mean']:.4f} ± {r['loss_tail_std']:.4f}"]
-                 for r in run["rows"]]
+                 for r in (rec["facts"] for rec in run)]
     return table(["run", "CPU", "commit", "variant", "steps", "steps/s", "useful tokens/s", "vs the run's first",
                   "loss (last tenth)"], rows)
-
-
-def packed_rows_cpu(results: Results) -> str:
-    """The fast path's fixed packed rows per step against the rows that hold examples."""
-    return table(["batch", "fixed rows (estimated)", "rows used, mean", "rows used, most"],
-                 [[str(r["batch_size"]), str(r["fixed_rows"]), f"{r['mean_rows_used']:.1f}", str(r["max_rows_used"])]
-                  for r in results["bench_fast_path_cpu"]["packed_rows_used"]["rows"]])
 
 
 def step_ops_runs(results: Results, part: str) -> list[dict]:
@@ -1476,12 +1474,12 @@ CODED = (  # tables too particular for a query of tables.yaml: they join studies
     demo, demo_amx, demo_mixing, front, summary, faithful_finetuning_seconds, preset_best_selection,
     heldout_selection_cpu, weight_decay, dropout, design_probes, shape_frontier, mixed_frontier, recitation,
     recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, packed_rows_cpu, step_ops, bench_seeds_cpu,
+    cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops, bench_seeds_cpu,
     readme_gpu, bf16_epoch_seconds, performance, confidence_span, confidence_span_learned, span_recite,
     span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
-    name: spec_table(spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}
+    name: spec_table(name, spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}
 
 
 def render(text: str, results: Results, path: Path | str = "<text>") -> str:

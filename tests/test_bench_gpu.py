@@ -65,16 +65,21 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
             "--out", str(out), "--work_dir", str(tmp_path / "runs")]
     assert run_cli(bench.main, argv) == 1  # one variant failed; the others were measured all the same
     result = json.loads(out.read_text())
-    rows = {row["variant"]: row for row in result["rows"]}
+    load("experiments/records.py").check(result["records"], out)  # run records, as every study holds
+    rows = {rec["facts"]["bench_variant"]: {**rec["facts"], "variant": rec["facts"]["bench_variant"],
+                                            "seconds_timed": rec["seconds"]["timed"]}
+            for rec in result["records"]}
     assert list(rows) == ["today", "fast", "sparse", "seed1", "pair"]
     [failed] = result["failed"]
     assert failed["variant"] == "broken" and "missing.tsv" in failed["error"]
     [skipped] = result["skipped"]
     assert skipped["variant"] == "future" and "--no_such_flag" in skipped["reason"]
-    assert result["device_type"] == "cpu" and result["torch"] == torch.__version__
-    assert result["command"].startswith("python experiments/benchmarks/bench_gpu.py --data_dir")
+    call = result["records"][0]
+    assert call["facts"]["device_type"] == "cpu" and call["facts"]["torch"] == torch.__version__
+    assert call["command"].startswith("python experiments/benchmarks/bench_gpu.py --data_dir")
     # 37 documents (36 lines and the reference's final empty one) in batches of 8: 5 steps per epoch, 650 epochs.
-    assert (result["documents"], result["steps_per_epoch"], result["full_pretraining_steps"]) == (37, 5, 3250)
+    assert (call["facts"]["documents"], call["facts"]["steps_per_epoch"],
+            call["facts"]["full_pretraining_steps"]) == (37, 5, 3250)
     for row in rows.values():
         assert row["steps_per_s"] > 0 and row["seconds_timed"] > 0 and math.isfinite(row["loss_tail_mean"])
         assert row["gpu_utilization_percent"] is None and row["peak_memory_mib"] is None  # not measured on a CPU
@@ -100,7 +105,7 @@ def test_bench_gpu_times_each_variant_through_the_training_script(bench, tiny_da
     assert rows["pair"]["loss_tail_mean"] == pytest.approx(rows["fast"]["loss_tail_mean"], abs=1e-4)
     assert rows["pair"]["rows_per_step_mean"] == rows["fast"]["rows_per_step_mean"] + rows["seed1"][
         "rows_per_step_mean"]
-    line = next(r for r in bench.table(result["rows"]).splitlines() if r.startswith("| pair (2 models) |"))
+    line = next(r for r in bench.table(list(rows.values())).splitlines() if r.startswith("| pair (2 models) |"))
     ratio = 2 * rows["pair"]["steps_per_s"] / rows["today"]["steps_per_s"]
     assert line.split(" | ")[3] == f"×{ratio:.2f}"
 

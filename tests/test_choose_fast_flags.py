@@ -23,7 +23,8 @@ COMPILED = "--device_data True --torch_compile True --torch_compile_mode reduce-
 def row(variant: str, flags: str, projected: float, loss: float = 2.33, std: float = 0.025, members: int = 1,
         tail: int = 30) -> dict:
     return {"variant": variant, "flags": flags, "projected_full_pretraining_s": projected, "loss_tail_mean": loss,
-            "loss_tail_std": std, "loss_tail_steps": tail, "members": members, "steps_per_s": 1.0}
+            "loss_tail_std": std, "loss_tail_steps": tail, "members": members, "steps_per_s": 1.0,
+            "seconds_timed": 10.0}
 
 
 ROWS = [
@@ -39,13 +40,22 @@ ROWS = [
 ]
 
 
+CALL = {"device": "NVIDIA H100", "command": "python experiments/benchmarks/bench_gpu.py", "seed": 0,
+        "position_embedding_type": "rope", "steps": 300}
+
+
+def bench_study(rows: list[dict], failed: list[dict] = ()) -> dict:
+    """The rows as bench_gpu.py writes them: a study of run records."""
+    return load("experiments/benchmarks/bench_gpu.py").study({**CALL, "failed": list(failed)}, rows, "2026-11-28")
+
+
 @pytest.fixture(scope="module")
 def chooser():
     return load("experiments/benchmarks/choose_fast_flags.py")
 
 
 def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
-    choice = chooser.choose({"rows": ROWS})
+    choice = chooser.choose(bench_study(ROWS))
     assert choice["single"]["variant"] == "fast_compiled_all"  # 2.345 is within 0.025 of the fast path's 2.33
     assert choice["seeds"]["variant"] == "fast_compiled_all_stacked3"
     rejected = choice["rejected"]
@@ -57,22 +67,23 @@ def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
     assert chooser.run_flags(choice["seeds"]) == COMPILED.removeprefix("--device_data True ")
     # With the stacked row gone, one model after another is the three seeds' choice. With no three-seed row allowed
     # (here: it failed), the one-seed choice's flags train the seeds in turn, and the failure is among the reasons.
-    assert chooser.choose({"rows": ROWS[:7]})["seeds"]["variant"] == "fast_compiled_all_seeds3"
+    assert chooser.choose(bench_study(ROWS[:7]))["seeds"]["variant"] == "fast_compiled_all_seeds3"
     failed = [{"variant": "fast_compiled_all_stacked3", "error": "RuntimeError: CUDA graphs"}]
-    choice = chooser.choose({"rows": ROWS[:3], "failed": failed})
-    assert choice["seeds"] is choice["single"] is ROWS[2] and choice["seeds_in_turn"]
+    choice = chooser.choose(bench_study(ROWS[:3], failed))
+    assert choice["seeds"] is choice["single"] and choice["single"]["variant"] == "fast_compiled_all"
+    assert choice["seeds_in_turn"]
     assert choice["rejected"]["fast_compiled_all_stacked3"] == "failed: RuntimeError: CUDA graphs"
     assert chooser.shell_lines(choice)[2:] == [f"REPRO_PRETRAIN={shlex.quote(chooser.run_flags(ROWS[2]))}",
                                                "REPRO_ARGS=''"]
     assert "the seeds in turn (unmeasured)" in "\n".join(chooser.describe(choice, 3))
     # A diverged row is never chosen, however fast (NaN compares as within any tolerance).
-    nan = chooser.choose({"rows": [*ROWS[:3], row("nan", COMPILED, 1.0, loss=float("nan"))]})
-    assert nan["single"] is ROWS[2] and nan["rejected"]["nan"] == "loss nan"
+    nan = chooser.choose(bench_study([*ROWS[:3], row("nan", COMPILED, 1.0, loss=float("nan"))]))
+    assert nan["single"]["variant"] == "fast_compiled_all" and nan["rejected"]["nan"] == "loss nan"
 
 
 def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
     bench = tmp_path / "bench_gpu.json"
-    bench.write_text(json.dumps({"rows": ROWS}))
+    bench.write_text(json.dumps(bench_study(ROWS)))
     script = (f"eval \"$({shlex.quote(sys.executable)} experiments/benchmarks/choose_fast_flags.py {bench} --shell)\"; "
               "printf '%s\\n' \"$FULL_PRETRAIN\" \"$FULL_PROJECTED_S\" \"$REPRO_PRETRAIN\" \"$REPRO_ARGS\"")
     proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -85,9 +96,9 @@ def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not JSON"),
     ("[1, 2]", "not a bench_gpu.py results file"),
-    (json.dumps({"rows": [row("today", "--sync_steps 1", 1.0)]}), "no 'fast' row to compare losses with"),
-    (json.dumps({"rows": [{"variant": "fast", "flags": "--device_data True"}]}), "a row lacks"),
-    (json.dumps({"rows": [row("fast", "--device_data True", 1.0, loss=float("nan"))]}), "'fast' row's loss is nan"),
+    (json.dumps(bench_study([row("today", "--sync_steps 1", 1.0)])), "no 'fast' row to compare losses with"),
+    (json.dumps({"records": [{"flags": "--device_data True", "facts": {"bench_variant": "fast"}}]}), "a row lacks"),
+    (json.dumps(bench_study([row("fast", "--device_data True", 1.0, loss=float("nan"))])), "'fast' row's loss is nan"),
 ])
 def test_bad_benchmark_files_are_one_line(chooser, tmp_path, capsys, content, message):
     bench = tmp_path / "bench.json"
@@ -99,7 +110,7 @@ def test_bad_benchmark_files_are_one_line(chooser, tmp_path, capsys, content, me
 
 def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     bench = tmp_path / "bench_gpu.json"
-    bench.write_text(json.dumps({"rows": ROWS}))
+    bench.write_text(json.dumps(bench_study(ROWS)))
     experiments = load("experiments/run_experiments.py")
     flags = COMPILED.removeprefix("--device_data True ")
 
@@ -147,7 +158,7 @@ def test_gpu_session_bench_reproduce_measures_what_the_choice_needs(tmp_path):
 def test_gpu_session_recite_lm_pretrains_with_the_chosen_flags(tmp_path):
     """recite_lm's pretraining takes the choice too: one seed the one-seed flags, several the seeds' (stacked here)."""
     bench = tmp_path / "bench_gpu.json"
-    bench.write_text(json.dumps({"rows": ROWS}))
+    bench.write_text(json.dumps(bench_study(ROWS)))
     experiments = load("experiments/run_experiments.py")
     flags = COMPILED.removeprefix("--device_data True ")
     for seeds, stacked in (("0", False), ("0,1,2", True)):

@@ -52,8 +52,7 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
 
 # results files still in the shape their study wrote (issue 70: each moves to records, its tables to tables.yaml)
 NOT_YET_RECORDS = {
-    "bench_fast_path_cpu", "bench_gpu_h100", "bench_gpu_h200", "confidence_cpu_span", "cpu_fp32_span_answers",
-    "span_recite_epochs_cpu",
+    "confidence_cpu_span", "cpu_fp32_span_answers", "span_recite_epochs_cpu",
 }
 
 
@@ -522,12 +521,12 @@ def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_
     made["seconds"]["loop"] = 120
     (tmp_path / "results" / "faithful_h100_fast_path.json").write_text(json.dumps(fast))
     cpu = json.loads((RESULTS / "bench_fast_path_cpu.json").read_text())
-    (batch128,) = [r for r in cpu["packed_rows_used"]["rows"] if r["batch_size"] == 128]
-    batch128["mean_rows_used"] = 60.5
+    (batch128,) = [r for r in cpu["records"] if r["facts"].get("batch_size") == 128]
+    batch128["facts"]["mean_rows_used"] = 60.5
     (tmp_path / "results" / "bench_fast_path_cpu.json").write_text(json.dumps(cpu))
     bench = json.loads((RESULTS / "bench_gpu_h100.json").read_text())
-    (compiled,) = [r for r in bench["calls"][0]["rows"] if r["variant"] == "fast_compiled_all"]
-    compiled.update(steps_timed=200, steps_per_s=50.0, rows_per_step_mean=80.0)  # a benchmark that counted its rows
+    (compiled,) = [r for r in bench["records"] if r["facts"]["bench_variant"] == "fast_compiled_all"]
+    compiled["facts"].update(steps_timed=200, steps_per_s=50.0, rows_per_step_mean=80.0)  # one that counted its rows
     (tmp_path / "results" / "bench_gpu_h100.json").write_text(json.dumps(bench))
     benchmark, whole, goal, needed, unpadded, reproduce = TABLES["gpu-flops"](
         Results(tmp_path / "results")).splitlines()[2:]
@@ -543,16 +542,21 @@ def test_the_gpu_flops_table_scales_the_counted_step_by_the_rows_and_prices_the_
 
 def test_cpu_projections_give_one_row_per_cpu_from_todays_loop_only(tmp_path):
     """timings: each CPU of bench_fast_path_cpu.json gets the range of its runs' projected faithful pretraining, from
-    today's loop's rows (the fast path's are left out); a run without its own CPU and hardware is on the file's."""
+    today's loop's rows (the fast path's are left out), each run on the CPU its records name."""
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     path = tmp_path / "results" / "bench_fast_path_cpu.json"
     bench = json.loads(path.read_text())
-    row = {"variant": "today", "projected_full_pretraining_s": 7200.0}
-    bench["runs"] = [{"rows": [row, {"variant": "fast", "projected_full_pretraining_s": 1.0}]},
-                     {"rows": [{**row, "variant": "today_again", "projected_full_pretraining_s": 9000.0}]},
-                     {"cpu": "Other CPU", "hardware": "2 Intel Xeon cores (more)",
-                      "rows": [{**row, "projected_full_pretraining_s": 36000.0}]}]
+    first = next(rec for rec in bench["records"] if rec["facts"]["part"] == "timing")
+    epyc = first["hardware"]
+
+    def rec(run: int, variant: str, hours: float, cpu: str = "Zen 4", hardware: str = epyc) -> dict:
+        return {**first, "name": f"run {run}: {variant}", "hardware": hardware, "facts": {
+            **first["facts"], "run": run, "bench_variant": variant, "cpu": cpu,
+            "projected_full_pretraining_s": 3600 * hours}}
+
+    bench["records"] = [rec(1, "today", 2.0), rec(1, "fast", 0.1), rec(2, "today_again", 2.5),
+                        rec(3, "today", 10.0, "Other CPU", "2 Intel Xeon cores (more)")]
     path.write_text(json.dumps(bench))
     rows = [line for line in TABLES["timings"](Results(tmp_path / "results")).splitlines() if "on a CPU" in line]
-    assert [line.split(" | ")[2:4] for line in rows] == [[f"2 AMD EPYC cores, {bench['cpu']}, fp32", "2.0–2.5 h"],
+    assert [line.split(" | ")[2:4] for line in rows] == [["2 AMD EPYC cores, Zen 4, fp32", "2.0–2.5 h"],
                                                          ["2 Intel Xeon cores, Other CPU, fp32", "10.0 h"]]

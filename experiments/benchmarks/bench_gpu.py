@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from datetime import date
 from pathlib import Path
 from unittest import mock
 
@@ -341,6 +342,26 @@ def model_steps_per_s(row: dict) -> float:
     return row["steps_per_s"] * row.get("members", 1)
 
 
+WHAT = "experiments/benchmarks/bench_gpu.py: steps per second of pretraining variants on one device, one record each"
+
+
+def study(call: dict, rows: list[dict], day: str) -> dict:
+    """One device call as a study of run records (experiments/records.py's shape, built here: a benchmark cannot
+    import experiments/ without a path edit): a record per variant named 'call 1: VARIANT', the call's settings and
+    the row's measurements in its facts; the skipped and failed variants are the study's notes."""
+    elsewhere = ("command", "position_embedding_type", "skipped", "failed")
+    settings = {key: value for key, value in call.items() if key not in elsewhere}
+    records = []
+    for row in rows:
+        facts = {key: value for key, value in row.items() if key not in ("variant", "flags", "seconds_timed")}
+        records.append({
+            "name": f"call 1: {row['variant']}", "recipe": "experiments/benchmarks/bench_gpu.py", "flags": row["flags"],
+            "variant": call["position_embedding_type"], "seeds": [call["seed"]], "hardware": call["device"],
+            "scores": {}, "seconds": {"timed": row["seconds_timed"]}, "command": call["command"], "date": day,
+            "facts": {"call": 1, "bench_variant": row["variant"], **settings, **facts}})
+    return {"what": WHAT, "skipped": call.get("skipped", []), "failed": call.get("failed", []), "records": records}
+
+
 def _version(package: str) -> str | None:
     try:
         return importlib.metadata.version(package)
@@ -372,27 +393,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "documents": len(docs), "position_embedding_type": opts.position_embedding_type, "seed": opts.seed,
         "steps": opts.steps, "warmup_steps": opts.warmup_steps, "batch_size": args.per_device_train_batch_size,
         "epochs": args.num_train_epochs, "steps_per_epoch": steps_per_epoch, "full_pretraining_steps": full_steps,
-        "rows": [], "skipped": skipped, "failed": [],
     }
+    rows: list[dict] = []
+    failed: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench_gpu-") as tmp:
         work_dir = Path(opts.work_dir or tmp)
         for name, what, flags in variants:
             try:
-                results["rows"].append(run_variant(name, what, flags, opts, work_dir, full_steps, device))
+                rows.append(run_variant(name, what, flags, opts, work_dir, full_steps, device))
             except Exception as err:  # one variant failing (say, compilation) leaves the others to measure
                 logger.exception("variant %s failed", name)
-                results["failed"].append({"variant": name, "flags": shlex.join(flags),
-                                          "error": f"{type(err).__name__}: {err}"})
+                failed.append({"variant": name, "flags": shlex.join(flags), "error": f"{type(err).__name__}: {err}"})
             if opts.out:
-                atomic_write_json(opts.out, results)
+                atomic_write_json(opts.out, study({**results, "skipped": skipped, "failed": failed}, rows,
+                                                  date.today().isoformat()))
     print(f"\n{results['device']}, torch {results['torch']}; {opts.steps} steps per variant "
           f"({opts.position_embedding_type}), timed after step {opts.warmup_steps}; projected: {full_steps:,} steps "
-          f"({args.num_train_epochs} epochs × {steps_per_epoch})\n\n{table(results['rows'])}")
-    for failed in results["failed"]:
-        print(f"FAILED {failed['variant']}: {failed['error']}")
+          f"({args.num_train_epochs} epochs × {steps_per_epoch})\n\n{table(rows)}")
+    for failure in failed:
+        print(f"FAILED {failure['variant']}: {failure['error']}")
     if opts.out:
         print(f"\nresults in {opts.out}")
-    return 1 if results["failed"] else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

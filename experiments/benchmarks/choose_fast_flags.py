@@ -85,11 +85,16 @@ def run_flags(row: dict) -> str:
     return shlex.join(kept)
 
 
+def bench_row(rec: dict) -> dict:
+    """A bench_gpu.py record as the row it measured: its variant's name, flags and measurements."""
+    return {**rec["facts"], "variant": rec["facts"]["bench_variant"], "flags": rec["flags"]}
+
+
 def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
     """The fastest allowed one-model row and `seeds`-model row, and every rejection (a failed variant's too). With
     no `seeds`-model row allowed (none measured, or it failed), the one-model row's flags train the seeds in turn
     (`seeds_in_turn`): compiled steps each, unmeasured, rather than the eager default."""
-    rows = results.get("rows", [])
+    rows = [bench_row(rec) for rec in results.get("records", [])]
     by_name = {row["variant"]: row for row in rows}
     if reference not in by_name:
         raise ValueError(f"no {reference!r} row to compare losses with (rows: {', '.join(by_name) or 'none'})")
@@ -149,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except json.JSONDecodeError as err:
         raise UsageError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
     if not isinstance(results, dict):
-        raise UsageError(f"{path}: not a bench_gpu.py results file (no rows)")
+        raise UsageError(f"{path}: not a bench_gpu.py results file (no records)")
     try:
         choice = choose(results, opts.reference, opts.seeds)
     except KeyError as err:
