@@ -90,6 +90,9 @@ def test_a_query_table_renders_records_with_fallbacks_and_groups():
         "g: 29.0 ± 1.4%, 1.5 ± 0.7 min"
     with pytest.raises(KeyError):  # a typo in a column's only template is an error, not an empty cell
         docs_tables.cell("{facts[epoch]}", recs[0])
+    typo = docs_tables.spec_table("t", {"study": "bench_train_cpu", "columns": [["x", "{facts[epoch]}"]]})
+    with pytest.raises(SystemExit, match=r"^tables\.yaml: table t: KeyError: 'epoch'$"):  # one line naming the table
+        typo(Results())
 
 
 def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_line():
