@@ -120,6 +120,7 @@ SPECS = Path(__file__).with_name("tables.yaml")
 FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:score}', '{seconds[train]:min}'
     "pct": pct, "score": score, "lr": lr, "hw": short_hardware, "seeds": seeds_list, "spread": spread,
     "min": lambda seconds: f"{seconds / 60:.1f}", "percent": lambda share: f"{100 * share:.1f}",
+    "share": lambda share: f"{100 * share:.0f}%",
     "if": lambda value: "" if value else when_not(),  # '(the default){facts[default]:if}': shown where it holds
     "spread_min": lambda seconds: spread([s / 60 for s in seconds], " min"),
     "steps": lambda at: " / ".join(sorted(at, key=int)),  # {step: loss}: '400 / 1000 / 2000'
@@ -143,6 +144,10 @@ class Group(dict):
         return self.members if key == "member" else [member[key] for member in self.members]
 
 
+def index(value: list | dict, key: str) -> object:
+    return value[int(key)] if isinstance(value, list) else value[key]
+
+
 class Template(string.Formatter):
     """str.format over a record with FORMATS; in a Group a field is the list over its members. `optional`: an empty
     field (missing, None, '' or []) raises LookupError, so that a column can fall back to its next template."""
@@ -155,8 +160,11 @@ class Template(string.Formatter):
         each = isinstance(kwargs, Group) and first not in ("group", "member")
         try:
             value = kwargs[first]
-            for key in (int(k) if k.isdigit() else k for k in rest):
-                value = [v[key] for v in value] if each else value[key]
+            for key in rest:  # a list's index is a number, a dict's key a string ('{x[facts][by_epoch][160]}')
+                if isinstance(value, Group) and not each and key not in ("group", "member"):
+                    value, each = value[key], True  # a named group: the list over its members
+                    continue
+                value = [index(v, key) for v in value] if each else index(value, key)
         except (KeyError, IndexError):
             if self.optional:
                 raise LookupError(field_name) from None
@@ -166,6 +174,10 @@ class Template(string.Formatter):
         return value, first
 
     def format_field(self, value: object, spec: str) -> str:
+        if spec.startswith("items"):  # '{x:items ms}': a dict as 'k1 v1 ms · k2 v2 ms'
+            return " · ".join(f"{key} {item}{spec[5:]}" for key, item in value.items())
+        if spec.startswith("each"):  # '{x:each.2f}': a list as '1.03, 1.39'
+            return ", ".join(format(item, spec[4:]) for item in value)
         return FORMATS[spec](value) if spec in FORMATS else format(value, spec)
 
 
@@ -181,6 +193,17 @@ def cell(templates: str | list[str], row: dict) -> str:
     return Template().vformat(options[-1], (), row)
 
 
+def present(templates: str | list[str], row: dict) -> bool:
+    """Whether one of `templates` has all its fields present and not empty."""
+    for template in [templates] if isinstance(templates, str) else templates:
+        try:
+            Template(optional=True).vformat(template, (), row)
+            return True
+        except LookupError:
+            continue
+    return False
+
+
 def make_table(rows: list[dict], columns: list[list]) -> str:
     """A Markdown table of `rows` (records, or Groups of them), one cell per (header, template or templates); a
     header with a field takes it from the first row."""
@@ -188,11 +211,12 @@ def make_table(rows: list[dict], columns: list[list]) -> str:
                  [[cell(t, row) for _, t in columns] for row in rows])
 
 
-OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.Eq: operator.eq}
 
 
 def compute(expression: str, row: dict) -> float:
-    """A computed column of tables.yaml: + - * / over numbers and a record's fields ('facts["steps"] / 11')."""
+    """A computed field of tables.yaml: + - * / (and ==) over numbers and a record's fields ('facts["steps"] / 11')."""
     def value(node: ast.AST) -> object:
         if isinstance(node, ast.Constant):
             return node.value
@@ -202,7 +226,9 @@ def compute(expression: str, row: dict) -> float:
             return value(node.value)[value(node.slice)]
         if isinstance(node, ast.BinOp) and type(node.op) in OPERATIONS:
             return OPERATIONS[type(node.op)](value(node.left), value(node.right))
-        raise SystemExit(f"{SPECS.name}: {expression!r}: only + - * / over numbers and fields")
+        if isinstance(node, ast.Compare) and [type(op) for op in node.ops] == [ast.Eq]:
+            return value(node.left) == value(node.comparators[0])
+        raise SystemExit(f"{SPECS.name}: {expression!r}: only + - * / == over numbers and fields")
     return value(ast.parse(expression, mode="eval").body)
 
 
@@ -225,24 +251,60 @@ def recitation_runs(results: Results) -> dict[str, dict]:
     return {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_recitation") if "part" not in rec["facts"]}
 
 
-def spec_table(name: str, spec: dict) -> Callable[[Results], str]:
-    """A table of tables.yaml: the records of its study (or studies, one after another) where facts match `where`,
-    with `compute`d fields, optionally grouped by a fact (groups in order of appearance). A field that no record
-    has ends the run in one line naming the table."""
-    studies = spec["study"] if isinstance(spec["study"], list) else [spec["study"]]
+def selected(results: Results, query: dict) -> list[dict]:
+    """The records of a query's study (or studies, one after another) whose facts match its `where`."""
+    studies = query["study"] if isinstance(query["study"], list) else [query["study"]]
+    return [rec for stem in studies for rec in results.records(stem)
+            if all(rec["facts"].get(key) in (value if isinstance(value, list) else [value])
+                   for key, value in query.get("where", {}).items())]
 
+
+def named(results: Results, query: dict) -> dict | Group:
+    """A record a literal-rows table names: `name` one record of the study, `names` a Group of them (in that order),
+    else a Group of the records its `where` selects."""
+    found = {rec["name"]: rec for rec in selected(results, query)}
+    if "name" in query:
+        return found[query["name"]]
+    return Group(None, [found[n] for n in query["names"]] if "names" in query else list(found.values()))
+
+
+def literal_rows(results: Results, spec: dict, context: dict) -> list[list[str]]:
+    """The rows of a literal-rows table; a row `{each: ALIAS or a query, as: NAME, compute: ..., if: TEMPLATES,
+    cells: [...]}` is one row per record of that group (where one of the `if` templates has all its fields), NAME
+    bound to it."""
+    rows = []
+    for row in spec["rows"]:
+        if isinstance(row, list):
+            rows.append([cell(t, context) for t in row])
+            continue
+        group = named(results, row["each"]) if isinstance(row["each"], dict) else context[row["each"]]
+        for member in group.members:
+            each = {**context, row["as"]: member}
+            each.update({key: compute(e, each) for key, e in row.get("compute", {}).items()})
+            if "if" not in row or present(row["if"], each):
+                rows.append([cell(t, each) for t in row["cells"]])
+    return rows
+
+
+def spec_table(name: str, spec: dict) -> Callable[[Results], str]:
+    """A table of tables.yaml. A query: the records of its study (or studies) where facts match `where`, with
+    `compute`d fields, optionally grouped by a fact (groups in order of appearance), one row each. Literal rows:
+    `records` names records, `header` and `rows` are templates over those names. A field that no record has ends the
+    run in one line naming the table."""
     def render_spec(results: Results) -> str:
-        rows = [{**rec, **{name: compute(e, rec) for name, e in spec.get("compute", {}).items()}}
-                for stem in studies for rec in results.records(stem)
-                if all(rec["facts"].get(key) in (value if isinstance(value, list) else [value])
-                       for key, value in spec.get("where", {}).items())]
-        if "group_by" in spec:
-            groups: dict = {}
-            for rec in rows:
-                if spec["group_by"] in rec["facts"]:
-                    groups.setdefault(rec["facts"][spec["group_by"]], []).append(rec)
-            rows = [Group(name, members) for name, members in groups.items()]
         try:
+            if "rows" in spec:
+                context = {alias: named(results, query) for alias, query in spec["records"].items()}
+                context.update({key: compute(e, context) for key, e in spec.get("compute", {}).items()})
+                return table([cell(h, context) for h in spec["header"]], literal_rows(results, spec, context))
+            rows = [{**rec, **{key: compute(e, rec) for key, e in spec.get("compute", {}).items()}}
+                    for rec in selected(results, spec)]
+            if "group_by" in spec:
+                groups: dict = {}
+                for rec in rows:
+                    if spec["group_by"] in rec["facts"]:
+                        groups.setdefault(rec["facts"][spec["group_by"]], []).append(rec)
+                rows = [Group(group, members) for group, members in groups.items()]
             return make_table(rows, spec["columns"])
         except (KeyError, IndexError, TypeError, ValueError) as err:
             raise SystemExit(f"{SPECS.name}: table {name}: {type(err).__name__}: {err}") from None
@@ -684,16 +746,6 @@ def handout_bars(results: Results) -> dict[str, dict]:
 # ---------------------------------------------------------------------------------------------------- the H100
 
 
-def faithful_finetuning_seconds(results: Results) -> str:
-    """The faithful models' finetuning times: on the H100 (wall), then on 2 CPU cores (in the loop)."""
-    runs = faithful(results, "finetuning")
-    rows = [[r["variant"], r["seeds"][0], "reference, on the H100", f"{r['seconds']['finetune_wall']:.0f} s"]
-            for r in runs if "finetune_wall" in r["seconds"]]
-    where = {"reference, CPU": "reference, on 2 CPU cores", "lr 2e-4, CPU": "at lr 2e-4, on 2 CPU cores"}
-    rows += [[r["variant"], r["seeds"][0], where[r["facts"]["way"]], f"{seconds:.0f} s"] for r in runs
-             if r["facts"]["way"] in where and (seconds := r["seconds"].get("finetune_loop",
-                                                                            r["seconds"].get("selection_final_finetune")))]
-    return table(["variant", "seed", "finetuning", "time in the loop"], rows)
 
 
 def preset_best_selection(results: Results) -> str:
@@ -757,39 +809,8 @@ def weight_decay(results: Results) -> str:
                   "wall time"], rows)
 
 
-def dropout(results: Results) -> str:
-    (data,) = map(flat, results.records("cpu_fast_dropout_vanilla"))
-    base = data["without_dropout"]
-    steps = data["s_per_step"]
-    return table(["learned, seed 1, 220 epochs", "dev", "final loss", "pretraining (running)", "per step"], [
-        ["`--preset cpu-fast --dropout 0.1`", score(data["dev"]),
-         f"{data['pretrain_final_loss']:.2f}", f"{data['pretrain_loop_running_seconds']:,} s",
-         " then ".join(f"{v} s" for v in steps.values())],
-        ["`--preset cpu-fast` (dropout 0)", pct(base["dev"]), f"{base['pretrain_final_loss']:.2f}",
-         f"{base['pretrain_loop_seconds']:,} s", f"{base['s_per_step']} s"],
-    ])
 
 
-def design_probes(results: Results) -> str:
-    data = {rec["name"]: flat(rec) for rec in results.records("cpu_fast_design_probes")}
-    runs = cpu_runs(results)
-    bundle = data["bundle_vs_reference_20_epochs"]["final_pretrain_loss"]
-    fast, ref = runs["cpu-fast-e20/learned-causal-seed0"], runs["reference-e20/learned-causal-seed0"]
-    drop, rate = data["dropout_alone"], data["learning_rate_at_batch_32"]["final_pretrain_loss"]
-    ft = data["finetuning_dropout"]
-    e80 = runs["cpu-fast-e80/learned-causal-seed0"]
-    return table(["probe (learned, seed 0, fp32)", "result"], [
-        ["20 epochs: the preset's pretraining against the reference's",
-         f"loss {bundle['cpu-fast (fp32)']:.2f} against {bundle['reference']:.2f}; dev {pct(dev_of([fast])[0])} "
-         f"against {pct(dev_of([ref])[0])}; pretraining {fast['seconds']['pretrain']:.0f} s against "
-         f"{ref['seconds']['pretrain']:.0f} s"],
-        ["20 epochs of the reference with dropout 0 only",
-         f"loss {drop['final_pretrain_loss']['dropout 0']:.2f} against "
-         f"{drop['final_pretrain_loss']['dropout 0.1 (reference)']:.2f}, {drop['pretrain_seconds']} s"],
-        ["batch 32, constant lr, 800 steps", " · ".join(f"lr {k}: loss {v:.2f}" for k, v in rate.items())],
-        ["finetuning the 80-epoch model with the reference dropout 0.1", f"{score(ft['dev'])} against "
-         f"{pct(dev_of([e80])[0])} with its own dropout 0"],
-    ])
 
 
 # ---------------------------------------------------------------------------------------------------- CPU, no AMX
@@ -878,23 +899,6 @@ def recitation_rates(results: Results) -> str:
     return table(["model (as above)", *(f"lr {lr(rate)}" for rate in rates), "chosen"], rows)
 
 
-def cpu_fp32_levers(results: Results) -> str:
-    data = {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_levers")}
-    data["step_seconds"] = results["cpu_fp32_levers"]["step_seconds"]
-    mixed, std, check = data["mixed_training"], data["standard_same_compute"], data["schedule_check"]
-    return table(["rope, seed 0, fp32", "dev", "final loss", "`probe_recall.py` (of 449)", "per step"], [
-        ["`--preset cpu-fast`, 160 epochs", pct(std["dev_accuracy"]), f"{std['final_pretrain_loss']:.2f}",
-         std["probe_recall_of_449"]["160"], f"{data['step_seconds']['standard, fp32']} s"],
-        ["… its 100-epoch snapshot", pct(std["snapshot_100_dev_accuracy"]), "", std["probe_recall_of_449"]["100"], ""],
-        ["mixed training, 100 epochs", pct(mixed["dev_accuracy_finetuned_lr7.5e-5"]),
-         f"{mixed['final_pretrain_loss']:.2f}", mixed["probe_recall_of_449"]["100"],
-         f"{data['step_seconds']['mixed training, fp32']} s"],
-        ["… the same model, not finetuned", pct(mixed["dev_accuracy_without_finetuning"]), "", "", ""],
-        ["… its 70-epoch snapshot", pct(mixed["snapshots_dev_accuracy"]["70"]), "", mixed["probe_recall_of_449"]["70"],
-         ""],
-        ["160 epochs, the cosine spanning 220", pct(check["dev_accuracy"]), f"{check['final_pretrain_loss']:.2f}",
-         check["probe_recall_of_449"], ""],
-    ])
 
 
 def cpu_fp32_finetuning(results: Results) -> str:
@@ -1097,43 +1101,8 @@ def bench_seeds_cpu(results: Results) -> str:
                   for i, (what, wall, diff) in enumerate(ways)])
 
 
-def bf16_epoch_seconds(results: Results) -> str:
-    runs = cpu_runs(results)
-    rows = []
-    for run_id, label in (("cpu-fast-e80/learned-causal-seed0", "learned, fp32"),
-                          ("cpu-fast-bf16-e220/learned-causal-seed0", "learned, bf16"),
-                          ("cpu-fast-bf16-e220/rope-causal-seed0", "rope, bf16")):
-        epochs, seconds = runs[run_id]["facts"]["pretrain_epochs"], runs[run_id]["seconds"]["pretrain"]
-        rows.append([label, f"{epochs:g}", f"{seconds:,.0f} s", f"{seconds / epochs:.1f} s"])
-    return table(["`--preset cpu-fast` pretraining", "epochs", "pretraining", "per epoch"], rows)
 
 
-def performance(results: Results) -> str:
-    data = {rec["name"]: flat(rec) for rec in results.records("performance_cpu")}
-    bf16, prof, drop = data["bf16_vs_fp32"]["machines"], data["step_profile_no_amx"], data["cpu_dropout"]
-    sub, comp = data["subnormals"]["step_s_30_step_averages"], data["torch_compile"]
-    rows = []
-    for name, m in bf16.items():
-        where = {"amx": "AMX", "no_amx": "no AMX, Intel Xeon", "amd_no_amx": "no AMX, AMD EPYC"}[name]
-        rows.append([f"matmul 4096×256 by 256×1024, {where}",
-                     " · ".join(f"{k} {v} ms" for k, v in m["matmul_ms"].items())])
-        rows.append([f"reference-size step, 32 packed rows, dropout 0, {where}",
-                     " · ".join(f"{k} {v} s" for k, v in m["step_s"].items())])
-    rows.append(["`--preset cpu-fast` rope step, no AMX, fp32", f"{prof['step_s_median']} s; " + " · ".join(
-        f"{k} {100 * v:.0f}%" for k, v in prof["share_of_step"].items()) + f"; Linear layers at {prof['linear_gflops']}"
-        f" GFLOP/s against {prof['large_matmul_gflops_same_session']} for one large matmul"])
-    rows.append(["AdamW implementations, same step", " · ".join(f"{k} {v} s" for k, v in
-                                                                 prof["adamw_step_s_median"].items())])
-    rows.append(["dropout in a packed reference step (AMX machine, fp32)",
-                 f"`torch.dropout` {drop['torch_dropout_seconds_of_step']['dropout']} s of "
-                 f"{drop['torch_dropout_seconds_of_step']['step']} s ({drop['dropout_calls_per_step']} calls, "
-                 f"~{drop['ns_per_random_number']} ns per random number); forward "
-                 + " → ".join(f"{v} s ({k})" for k, v in drop["forward_seconds_packed_reference_step"].items())])
-    rows.append(["reference pretraining steps, 30-step averages over 5 epochs",
-                 " · ".join(f"{k}: " + ", ".join(f"{v:.2f}" for v in vs) + " s" for k, vs in sub.items())])
-    rows.append(["`torch.compile`", f"first step {comp['first_step_s']} s, then " + " · ".join(
-        f"{k} {v} s" for k, v in comp["step_s"].items())])
-    return table(["measurement", "result"], rows)
 
 
 SPAN_QUESTION_SETS = (("holdout", "400 held-out training questions (held-out model)"),
@@ -1383,42 +1352,8 @@ def span_recite_epochs(results: Results) -> str:
                   "of the stored places, right: reciting"], rows)
 
 
-def faithful_fast_path(results: Results) -> str:
-    """docs/results.md: the faithful rope model pretrained on the fast path, stage by stage: what it stored, what
-    each finetuning answers, and how many of the stored places each reaches (probe_recall.py --predictions)."""
-    made, reference, final = (fast_path(results, part) for part in ("pretraining", "reference", "recite"))
-    probe, chosen = made["probe_recall"], final["learning_rate"]
-    rows = [["pretraining: 650 epochs of span corruption, fast path", f"{made['loop_seconds']} s", "—",
-             f"{probe['recalled']} of {probe['place_in_line']} stored", "—"],
-            ["reference finetuning (lr 6e-4)", f"{reference['loop_seconds']} s", "—", score(reference["dev"]),
-             pct(reference["reached"]["recalled"]["accuracy"])]]
-    points = [flat(r) for r in results.records("faithful_h100_fast_path") if r["facts"]["part"] == "recite point"]
-    rows += [[f"`--recite True`, lr {lr(p['learning_rate'])}, without the 400 held-out",
-              f"{p['finetune_seconds']:.0f} s",
-              f"**{score(p['holdout'])}** (chosen)" if p["learning_rate"] == chosen else score(p["holdout"]), "—", "—"]
-             for p in points]
-    rows.append([f"`--recite True`, lr {lr(chosen)}, all 2,000 training questions",
-                 f"{final['finetune_seconds']:.0f} s", "—", f"**{score(final['dev'])}**",
-                 pct(final["reached"]["recalled"]["accuracy"])])
-    return table(["stage (rope, seed 0, fp32, one H100)", "time", "held-out (400)", "dev",
-                  "of the stored places, right"], rows)
 
 
-def confidence_faithful_h100(results: Results) -> str:
-    """docs/confidence.md: the faithful rope model pretrained on the H100's fast path, finetuned at the reference
-    rate without the 400 held-out questions: how its answer's probability ranks and calibrates, grounding, and the
-    threshold for 80% precision chosen on the 400 and applied to dev."""
-    conf = next(r for r in results.records("faithful_h100_fast_path") if r["facts"]["part"] == "confidence")["facts"]
-    rows = []
-    for name, part in (("held-out (400 training questions)", conf["holdout"]), ("dev (500)", conf["dev"])):
-        at = part["at_threshold"]
-        yes, no = part["grounded"]["yes"], part["grounded"]["no"]
-        rows.append([name, pct(part["answers"]["accuracy"]), f"{yes['right']}/{yes['total']} = {pct(yes['accuracy'])}",
-                     f"{no['right']}/{no['total']}", *_ranking(part),
-                     f"{at['precision']:.1f}% / {at['coverage']:.1f}% ({at['right']}/{at['answered']})"])
-    return table(["questions", "accuracy", "grounded: right", "not grounded: right", "mean confidence",
-                  "AURC (perfect, random)", "ECE", f"at the held-out threshold {conf['threshold']:.3f}: precision / "
-                  "coverage"], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- misses
@@ -1471,12 +1406,11 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, front, summary, faithful_finetuning_seconds, preset_best_selection,
-    heldout_selection_cpu, weight_decay, dropout, design_probes, shape_frontier, mixed_frontier, recitation,
-    recitation_rates, span_answers, span_continue, final_questions, reference_size, cpu_fp32_levers,
-    cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops, bench_seeds_cpu,
-    readme_gpu, bf16_epoch_seconds, performance, confidence_span, confidence_span_learned, span_recite,
-    span_recite_epochs, presets, faithful_fast_path, confidence_faithful_h100, miss_split,
+    demo, demo_amx, demo_mixing, front, summary, preset_best_selection, heldout_selection_cpu, weight_decay,
+    shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers, span_continue, final_questions,
+    reference_size, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops,
+    bench_seeds_cpu, readme_gpu, confidence_span, confidence_span_learned, span_recite, span_recite_epochs, presets,
+    miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
     name: spec_table(name, spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}

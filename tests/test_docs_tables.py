@@ -95,6 +95,29 @@ def test_a_query_table_renders_records_with_fallbacks_and_groups():
         typo(Results())
 
 
+def test_a_literal_rows_table_names_records_computes_and_repeats_a_row_per_member(tmp_path):
+    """tables.yaml's literal rows: records by name, a computed number over them, a row per member of a group where
+    its `if` field is present, an `==` choosing between templates, dict items and list formats."""
+    record = docs_tables.run_records.record
+    recs = [record(f"r{i}", seeds=[i], scores={"dev": {"correct": c, "total": 500, "accuracy": c / 5}},
+                   seconds={"train": 60.0 * (i + 1)} if i != 1 else {},
+                   facts={"part": "p", "lr": rate, "ms": {"fp32": 2.5, "bf16": 1.0}, "steps": [1.234, 2.0]})
+            for i, c, rate in ((0, 150, 1e-4), (1, 140, 3e-4), (2, 100, 3e-4))]
+    docs_tables.run_records.write(tmp_path / "s.json", recs, what="a test study")
+    spec = {"records": {"first": {"study": "s", "name": "r0"}, "all": {"study": "s", "where": {"part": "p"}}},
+            "compute": {"per_step": 'first["seconds"]["train"] / 4'},
+            "header": ["run", "dev of {first[name]}"],
+            "rows": [["first", "{first[scores][dev]:score}, {per_step:.0f} s, {first[facts][ms]:items ms}, "
+                               "{first[facts][steps]:each.1f}, mean {all[scores][dev][accuracy]:spread}"],
+                     {"each": "all", "as": "r", "if": "{r[seconds][train]}",
+                      "compute": {"same": 'r["facts"]["lr"] == first["facts"]["lr"]'},
+                      "cells": ["{r[name]}", ["{r[facts][lr]:lr} (first's rate){same:if}", "{r[facts][lr]:lr}"]]}]}
+    assert docs_tables.spec_table("t", spec)(Results(tmp_path)).splitlines() == [
+        "| run | dev of r0 |", "| --- | --- |",
+        "| first | 30.0% (150/500), 15 s, fp32 2.5 ms · bf16 1.0 ms, 1.2, 2.0, mean 26.0 ± 5.3% |",
+        "| r0 | 1e-4 (first's rate) |", "| r2 | 3e-4 |"]  # r1 has no training time: no row
+
+
 def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_line():
     used = {m["name"] for path in DOCS for m in BLOCK.finditer(path.read_text())}
     assert used == set(TABLES)
