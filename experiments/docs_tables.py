@@ -615,7 +615,6 @@ def _span_corruption_recite_row(results: Results, variant: str, epochs: int) -> 
     """Span-corruption pretraining at the reference size (the faithful objective) for `epochs`, then `--recite True`
     with span answers (span_groups): the final models (all 2,000 questions), one per seed."""
     runs = span_groups(results)[(variant, epochs)]
-    source = "confidence_cpu_span" if (variant, epochs) == SPAN_290 else "span_recite_epochs_cpu"
     rates = [lr(rate) for rate in sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})]
     made = [run["pretraining"]["pretrain_seconds"] / 60 for _, run in runs]
     dev = [run["recite"]["final"]["dev"]["answers"] for _, run in runs]
@@ -623,7 +622,7 @@ def _span_corruption_recite_row(results: Results, variant: str, epochs: int) -> 
             "recipe": f"**span corruption** (the faithful objective; `--preset cpu-fast`, {epochs} epochs), then "
                       "**`--recite True`**, answering with the most probable span of the recitation (lr "
                       f"{', '.join(rates)}, chosen on held-out)",
-            "hardware": f"{short_hardware(results[source]['hardware'])}, bf16",
+            "hardware": f"{short_hardware(runs[0][1]['hardware'])}, bf16",
             "wall": "pretraining " + " / ".join(f"{m:.1f}" for m in made) + " min",
             "dev": (_seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs]) if len(runs) > 1 else
                     f"{score({**dev[0], 'correct': dev[0]['right']})}, seed {runs[0][0]}"),
@@ -901,15 +900,6 @@ def recitation_rates(results: Results) -> str:
 
 
 
-def cpu_fp32_finetuning(results: Results) -> str:
-    data = {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_levers")}
-    base = data["finetuning baseline"]
-    rows = [[base["flags"], pct(base["dev"]["accuracy"]), ""]]
-    levers = [run for run in data.values() if run.get("part") == "finetuning lever"]
-    for run in sorted(levers, key=lambda r: (r["name"].split("-")[0], r["learning_rate"])):
-        rows.append([f"`{run['flags']}`" + ("" if "--learning_rate" in run["flags"] else " (lr 7.5e-5)"),
-                     pct(run["dev"]["accuracy"]), f"{run['finetune_loop_seconds'] / 60:.1f} min"])
-    return table(["finetuning of the 160-epoch rope model", "dev", "finetuning"], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- timings
@@ -1219,20 +1209,19 @@ def confidence_span(results: Results) -> str:
     """docs/confidence.md: a span-corruption model at about the faithful models' accuracy, trained on a CPU as a
     stand-in for them: each held-out model (one per finetuning rate) and the final model, how well the answer's
     probability ranks and calibrates, grounding, and the threshold chosen on the 400 held-out questions."""
-    data = results["confidence_cpu_span"]
-    return _confidence_stand_in(data["rates"], data["final"], data.get("recite"))
+    return _confidence_stand_in(dict(span_groups(results)[SPAN_290])[0])
 
 
 def confidence_span_learned(results: Results) -> str:
     """docs/confidence.md: the same measurements for the learned-positions span-corruption model (220 epochs; its
     held-out models live in span_recite_epochs_cpu.json beside its final and reciting models)."""
-    run = results["span_recite_epochs_cpu"]["learned_runs"]["220"]["0"]
-    return _confidence_stand_in(run["confidence"]["rates"], run["final"], run["recite"])
+    return _confidence_stand_in(dict(span_groups(results)[("learned", 220)])[0])
 
 
-def _confidence_stand_in(rates: dict, final: dict, recite: dict | None) -> str:
+def _confidence_stand_in(run: dict) -> str:
     """One stand-in's confidence table: the held-out models by rate, the final model at its rate's threshold, and
     the reciting models (held-out, then final) when measured."""
+    rates, final, recite = run["confidence"]["rates"], run["final"], run.get("recite")
     def at(point: dict | None) -> str:
         if point is None:
             return "none reaches 80%"
@@ -1276,32 +1265,40 @@ def _confidence_stand_in(rates: dict, final: dict, recite: dict | None) -> str:
                  rows)
 
 
-def span_seeds(data: dict) -> list[tuple[int, dict]]:
-    """confidence_cpu_span.json's runs, seed by seed: seed 0 at its top level (pretraining, final, recite), the
-    others under `other_seeds` in the same shape."""
-    runs = [(data["pretraining"]["seed"], data)]
-    return runs + sorted((int(seed), run) for seed, run in data.get("other_seeds", {}).items())
-
-
 SPAN_290 = ("rope", 290)  # confidence_cpu_span.json's group: the README's span-corruption-then-recite row
 
 
+SPAN_SCORES = (("dev, reference finetuning", ("final", "dev")), ("holdout", ("recite", "holdout")),
+               ("dev, held-out model", ("recite", "dev")), ("dev", ("recite", "final", "dev")))
+
+
+def span_run(rec: dict) -> dict:
+    """A span-corruption-then-recite record as the nested run its tables read: each score back under its stage as
+    `answers` ({right, total, accuracy}), the pretraining's seconds and the machine beside the other figures."""
+    run = {**json.loads(json.dumps(rec["facts"])), "hardware": rec["hardware"]}
+    for key, path in SPAN_SCORES:
+        node = run
+        for stage in path:
+            node = node[stage]
+        got = rec["scores"][key]
+        node["answers"] = {"right": got["correct"], "total": got["total"], "accuracy": got["accuracy"]}
+    run["pretraining"]["pretrain_seconds"] = rec["seconds"]["pretrain"]
+    return run
+
+
 def span_groups(results: Results) -> dict[tuple[str, int], list[tuple[int, dict]]]:
-    """Span corruption then recite on 2 CPU cores, by (positions, epochs), each group's seeds in order: rope at 290
-    epochs from confidence_cpu_span.json, the others from span_recite_epochs_cpu.json (`runs` rope, `learned_runs`
-    learned positions), every seed in the same shape."""
-    data = results["span_recite_epochs_cpu"]
-    groups = {SPAN_290: span_seeds(results["confidence_cpu_span"])}
-    for key, variant in (("runs", "rope"), ("learned_runs", "learned")):
-        for epochs, seeds in data.get(key, {}).items():
-            groups[(variant, int(epochs))] = sorted((int(seed), run) for seed, run in seeds.items())
-    return groups
+    """Span corruption then recite on 2 CPU cores, by (positions, epochs) in order of appearance (rope at 290 epochs,
+    confidence_cpu_span.json, first; then span_recite_epochs_cpu.json), each group's seeds in order."""
+    groups: dict[tuple[str, int], list[tuple[int, dict]]] = {}
+    for rec in (rec for stem in ("confidence_cpu_span", "span_recite_epochs_cpu") for rec in results.records(stem)):
+        groups.setdefault((rec["variant"], rec["facts"]["epochs"]), []).append((rec["seeds"][0], span_run(rec)))
+    return {key: sorted(runs, key=lambda pair: pair[0]) for key, runs in groups.items()}
 
 
 def span_recite(results: Results) -> str:
     """docs/results.md: span-corruption pretraining (the faithful objective) finetuned the reference way and to
     recite, per seed: what it stored, what each finetuning answers, and the held-out threshold on the final model."""
-    runs = span_seeds(results["confidence_cpu_span"])
+    runs = span_groups(results)[SPAN_290]
     rows, columns = [], []
     for seed, run in runs:
         made, recite = run["pretraining"], run["recite"]
@@ -1408,7 +1405,7 @@ def presets(results: Results) -> str:
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
     demo, demo_amx, demo_mixing, front, summary, preset_best_selection, heldout_selection_cpu, weight_decay,
     shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers, span_continue, final_questions,
-    reference_size, cpu_fp32_finetuning, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops,
+    reference_size, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops,
     bench_seeds_cpu, readme_gpu, confidence_span, confidence_span_learned, span_recite, span_recite_epochs, presets,
     miss_split,
 )

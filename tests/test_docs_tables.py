@@ -52,7 +52,7 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
 
 # results files still in the shape their study wrote (issue 70: each moves to records, its tables to tables.yaml)
 NOT_YET_RECORDS = {
-    "confidence_cpu_span", "cpu_fp32_span_answers", "span_recite_epochs_cpu",
+    "cpu_fp32_span_answers",
 }
 
 
@@ -402,24 +402,36 @@ def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
     assert [line.split("`")[1] for line in lines[2:] if line.startswith("| [`")] == list(recipes.names())
 
 
-def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
-    """Seed 0 sits at confidence_cpu_span.json's top level, other seeds under other_seeds: the per-seed table and
-    the summary row read both, final models' dev scores side by side."""
-    import copy
+def span_record(rec: dict, variant: str, epochs: int, seed: int, minutes: float, stored: int, final: float,
+                reference: float | None = None, rate: float | None = None) -> dict:
+    """A copy of a span-corruption-then-recite record with its seed, pretraining, stored places and the final
+    reciting model's dev score (and the reference finetuning's dev score, the chosen rate) replaced."""
+    rec = json.loads(json.dumps(rec))
+    rec.update(name=f"{variant}, {epochs} epochs, seed {seed}", variant=variant, seeds=[seed])
+    rec["seconds"]["pretrain"] = 60 * minutes
+    rec["facts"]["epochs"] = epochs
+    rec["facts"]["pretraining"].update(seed=seed, stored=stored)
+    rec["scores"]["dev"]["accuracy"] = final
+    if reference is not None:
+        rec["scores"]["dev, reference finetuning"]["accuracy"] = reference
+    if rate is not None:
+        rec["facts"]["recite"]["chosen_learning_rate"] = rate
+    return rec
 
+
+def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
+    """Each seed of confidence_cpu_span.json is a record: the per-seed table and the summary row read them all,
+    the final models' dev scores side by side."""
     headline_rows = docs_tables.headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
-    data = json.loads((RESULTS / "confidence_cpu_span.json").read_text())
-    data.pop("other_seeds", None)
-    other = copy.deepcopy({key: data[key] for key in ("pretraining", "final", "recite")})
-    other["pretraining"].update(seed=1, pretrain_seconds=600.0, stored=400)
-    other["final"]["dev"]["answers"]["accuracy"] = 11.0
-    other["recite"]["chosen_learning_rate"] = 1.5e-4
-    other["recite"]["final"]["dev"]["answers"]["accuracy"] = 71.0
-    data["recite"]["final"]["dev"]["answers"]["accuracy"] = 81.0
-    data["other_seeds"] = {"1": other}
-    (tmp_path / "results" / "confidence_cpu_span.json").write_text(json.dumps(data))
+    path = tmp_path / "results" / "confidence_cpu_span.json"
+    data = json.loads(path.read_text())
+    first = data["records"][0]
+    data["records"] = [span_record(first, "rope", 290, 0, first["seconds"]["pretrain"] / 60,
+                                   first["facts"]["pretraining"]["stored"], 81.0),
+                       span_record(first, "rope", 290, 1, 10.0, 400, 71.0, reference=11.0, rate=1.5e-4)]
+    path.write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
     lines = TABLES["span-recite"](edited).splitlines()
     assert lines[3].startswith("| 1 | 10.0 min | 400 of ") and "| 11.0% |" in lines[3] and "(lr 1.5e-4)" in lines[3]
@@ -432,34 +444,27 @@ def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
 
 
 def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tmp_path):
-    """The rope 290-epoch seeds come from confidence_cpu_span.json, the other runs from span_recite_epochs_cpu.json
-    (learned positions under learned_runs): one row per variant and length, rope first, shortest first, each seed's
-    figures side by side."""
-    import copy
-
-    span_seeds = docs_tables.span_seeds
-
+    """The span-corruption records of both studies: one row per variant and length, rope first, shortest first,
+    each seed's figures side by side."""
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
-    seeds = dict(span_seeds(json.loads((RESULTS / "confidence_cpu_span.json").read_text())))
-    shorter = {}
-    for seed, (stored, final) in enumerate([(300, 61.0), (320, 65.0)]):
-        run = copy.deepcopy({key: seeds[0][key] for key in ("pretraining", "final", "recite")})
-        run["pretraining"].update(seed=seed, pretrain_seconds=1200.0 + 60 * seed, stored=stored)
-        run["recite"]["final"]["dev"]["answers"]["accuracy"] = final
-        run["reached"] = {way: {"recalled": {"accuracy": final + 10 * k}} for k, way in enumerate(("reference",
-                                                                                                  "recite"))}
-        shorter[str(seed)] = run
-    learned = {"220": {"0": {**shorter["1"], "pretraining": {**shorter["1"]["pretraining"], "seed": 0}}}}
-    hardware = json.loads((RESULTS / "span_recite_epochs_cpu.json").read_text())["hardware"]
-    (tmp_path / "results" / "span_recite_epochs_cpu.json").write_text(json.dumps(
-        {"hardware": hardware, "runs": {"100": shorter}, "learned_runs": learned}))
+    long = json.loads((RESULTS / "confidence_cpu_span.json").read_text())["records"]
+    path = tmp_path / "results" / "span_recite_epochs_cpu.json"
+    study = json.loads(path.read_text())
+    shorter = [span_record(long[0], "rope", 100, seed, 20.0 + seed, stored, final)
+               for seed, (stored, final) in enumerate([(300, 61.0), (320, 65.0)])]
+    for rec in shorter:
+        final = rec["scores"]["dev"]["accuracy"]
+        rec["facts"]["reached"] = {way: {"recalled": {"accuracy": final + 10 * k}}
+                                   for k, way in enumerate(("reference", "recite"))}
+    study["records"] = [*shorter, span_record(shorter[1], "learned", 220, 0, 21.0, 320, 65.0)]
+    path.write_text(json.dumps(study))
     lines = TABLES["span-recite-epochs"](Results(tmp_path / "results")).splitlines()
     assert lines[2].startswith("| rope, 100 | 0, 1 | 20.0 / 21.0 min | 300 / 320 of ")
     assert lines[2].endswith("| **63.0 ± 2.8% (61.0 / 65.0)** | 63.0 ± 2.8% (61.0 / 65.0) "
                              "| 73.0 ± 2.8% (71.0 / 75.0) |")
-    long = [seeds[s]["recite"]["final"]["dev"]["answers"]["accuracy"] for s in sorted(seeds)]
-    assert lines[3].startswith("| rope, 290 | " + ", ".join(map(str, sorted(seeds))) + " |")
-    assert " / ".join(f"{v:.1f}" for v in long) in lines[3] and len(lines) == 5
+    finals = [rec["scores"]["dev"]["accuracy"] for rec in sorted(long, key=lambda r: r["seeds"])]
+    assert lines[3].startswith("| rope, 290 | " + ", ".join(str(rec["seeds"][0]) for rec in long) + " |")
+    assert " / ".join(f"{v:.1f}" for v in finals) in lines[3] and len(lines) == 5
     # learned positions after every rope row, one seed: its own figures, no spread
     assert lines[4].startswith("| learned, 220 | 0 | 21.0 min | 320 of ") and lines[4].endswith(
         "| **65.0%** | 65.0% | 75.0% |")
@@ -514,12 +519,13 @@ def test_the_faithful_models_confidence_table_reads_both_question_sets(tmp_path)
 
 
 def test_the_learned_stand_ins_confidence_reads_its_own_held_out_models_and_names_an_empty_threshold(tmp_path):
-    """The learned stand-in's held-out models sit in its span_recite_epochs_cpu.json entry (`confidence`); a
+    """The learned stand-in's held-out models sit in its span_recite_epochs_cpu.json record (`confidence`); a
     threshold under which no dev question is answered reads 'none answered', not a 0.0% precision."""
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     path = tmp_path / "results" / "span_recite_epochs_cpu.json"
     data = json.loads(path.read_text())
-    rates = data["learned_runs"]["220"]["0"]["confidence"]["rates"]
+    (learned,) = [rec for rec in data["records"] if rec["name"] == "learned, 220 epochs, seed 0"]
+    rates = learned["facts"]["confidence"]["rates"]
     rates["0.0006"]["dev_at_threshold"].update(answered=0, right=0, coverage=0.0, precision=0.0)
     rates["0.0006"]["holdout"]["answers"]["accuracy"] = 42.4
     path.write_text(json.dumps(data))

@@ -599,7 +599,7 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
     """--recipe faithful-recite (make recite RECIPE=faithful-recite): the reference pretraining with no questions in
     it (no split step, no recitation rows), 650 epochs at the reference size unless told otherwise, then the same
     --recite selection per seed (the steps are the recitation recipe's, whose end-to-end run is tested below;
-    results/span_recite_epochs_cpu.json's learned_runs is a real run of this plan)."""
+    results/span_recite_epochs_cpu.json's learned records are real runs of this plan)."""
     monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     recipe = _load_script("recite_recipe")
     parse = recipe.build_parser().parse_args
