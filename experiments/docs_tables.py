@@ -565,11 +565,43 @@ def _seeds_cell(acc: list[float], seeds: list[int]) -> str:
     return f"{spread(acc)} ({seeds_list(acc)}){which}"
 
 
+SPAN_SETS = (("holdout", "holdout"), ("heldout_model_dev", "dev, held-out model"), ("dev", "dev"))
+
+
+def span_study(results: Results) -> dict:
+    """cpu_fp32_span_answers.json's records in the nested view its tables read: per seed the comparison of span
+    answers with free decoding (`seeds` learned, `rope_seeds`, each with the `run` that made it where one did), with
+    the continuation (`continue_recitation.runs['rope, 2']`, the record's scores back in it), the choice of final
+    questions, and the smaller frontier budgets (`continue_recitation.frontier_e30`)."""
+    found: dict = {"hardware": results["cpu_fp32_span_answers"]["hardware"], "seeds": {}, "rope_seeds": {},
+                   "continue_recitation": {"runs": {}, "final_questions": {"runs": {}}}}
+    cont = found["continue_recitation"]
+    for rec in results.records("cpu_fp32_span_answers"):
+        facts, seed = json.loads(json.dumps(rec["facts"])), rec["seeds"][0]
+        if "frontier" in facts:
+            cont[facts["frontier"]] = {**facts["run"], "dev": rec["scores"]["dev"],
+                                       "pretrain_seconds": rec["seconds"]["pretrain"]}
+            continue
+        name = f"{rec['variant']}, {seed}"
+        if "answer_from_recitation" in facts:
+            entry = facts["answer_from_recitation"]
+            if "run" in entry:
+                entry["run"]["pretrain_seconds"] = rec["seconds"]["pretrain"]
+            found["seeds" if rec["variant"] == "learned" else "rope_seeds"][str(seed)] = entry
+        if "continue_recitation" in facts:
+            for key, score in SPAN_SETS:
+                facts["continue_recitation"][key]["continue_recitation"] = rec["scores"][score]
+            cont["runs"][name] = facts["continue_recitation"]
+        if "final_questions" in facts:
+            cont["final_questions"]["runs"][name] = facts["final_questions"]
+    return found
+
+
 def span_made(results: Results, variant: str, seed: int) -> dict:
     """The pretraining behind a span-answers model (time, machine, dev places stored): its own run (`run` in
     cpu_fp32_span_answers.json, made by make recite SPAN=1), else the learned-positions frontier run it re-evaluated
     (cpu_fp32_recitation.json)."""
-    data = results["cpu_fp32_span_answers"]
+    data = span_study(results)
     entry = data["rope_seeds" if variant == "rope" else "seeds"][str(seed)]
     if "run" in entry:
         return {"hardware": data["hardware"], **entry["run"]}
@@ -598,7 +630,7 @@ def _span_row(results: Results, variant: str = "rope") -> dict:
     """The recitation recipe at 150 epochs answering with spans of the recitation and its continuation
     (cpu_fp32_span_answers.json): one row per position variant, each seed's dev score and pretraining time (its
     machine's own)."""
-    data = results["cpu_fp32_span_answers"]
+    data = span_study(results)
     runs = by_seed(data["continue_recitation"]["runs"], variant)
     seeds = sorted(runs)
     rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
@@ -638,7 +670,7 @@ def _chosen_dev(model: dict, found: dict) -> dict:
 def _chosen_row(results: Results, variant: str = "rope") -> dict:
     """The span-answers recipe with step 5 (`make recite CHOOSE=1`): per seed that choose_final_questions.py ran on,
     the dev score of the model it chose, and which questions it chose."""
-    data = results["cpu_fp32_span_answers"]["continue_recitation"]
+    data = span_study(results)["continue_recitation"]
     found = by_seed(data["final_questions"]["runs"], variant)
     seeds = sorted(found)
     choices = sorted({found[s]["choice"] for s in seeds})
@@ -1102,7 +1134,7 @@ SPAN_QUESTION_SETS = (("holdout", "400 held-out training questions (held-out mod
 def span_answers(results: Results) -> str:
     """docs/results.md: free decoding against --answer_from_recitation on the same reciting models, per seed and
     question set, with the held-out abstention threshold applied to the span answers on dev."""
-    data, rows = results["cpu_fp32_span_answers"], []
+    data, rows = span_study(results), []
     groups = [("learned", data["seeds"]), ("rope", data.get("rope_seeds", {}))]
     for variant, seed, run in ((v, seed, run) for v, runs in groups for seed, run in sorted(runs.items())):
         for key, label in SPAN_QUESTION_SETS:
@@ -1121,7 +1153,7 @@ def span_continue(results: Results) -> str:
     """docs/results.md: --answer_from_recitation alone against with --continue_recitation, on the same models, per
     question set, and the held-out abstention threshold of each on dev."""
     rows = []
-    for name, run in results["cpu_fp32_span_answers"]["continue_recitation"]["runs"].items():
+    for name, run in span_study(results)["continue_recitation"]["runs"].items():
         who = f"{name} (lr {run['learning_rate']:g})"
         for key, label in SPAN_QUESTION_SETS:
             point = run[key]
@@ -1139,7 +1171,7 @@ def span_continue(results: Results) -> str:
 def final_questions(results: Results) -> str:
     """docs/results.md: choose_final_questions.py per span-answers model (held-out halves, the choice), beside the
     dev scores of both candidate models, which chose nothing."""
-    runs = results["cpu_fp32_span_answers"]["continue_recitation"]
+    runs = span_study(results)["continue_recitation"]
     rows = []
     for name, found in runs["final_questions"]["runs"].items():
         model = runs["runs"][name]
@@ -1168,7 +1200,7 @@ def reference_size(results: Results) -> str:
     """docs/results.md: the recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json)
     beside the same recipe at 4 x 128 on AMD EPYCs (cpu_fp32_span_answers.json): pretraining time, dev places stored,
     held-out and dev answers, the held-out 80% threshold on dev."""
-    spans = results["cpu_fp32_span_answers"]
+    spans = span_study(results)
     found = spans["continue_recitation"]
     rows = []
     for key in ("frontier_e30", "frontier_e52"):  # seed 0 at fewer epochs; its machine named in `hardware` or `what`

@@ -37,6 +37,7 @@ from docs_tables import (  # noqa: E402
     recitation_runs,
     recitation_source,
     span_made,
+    span_study,
 )
 from matplotlib.figure import Figure  # noqa: E402
 from records import train_minutes as minutes  # noqa: E402
@@ -114,7 +115,7 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
     on held-out training questions, last with spans of the recitation, at 4 x 128 and at the reference size."""
     results = Results(folder)
     recitation = recitation_runs(results)
-    spans = results["cpu_fp32_span_answers"]["continue_recitation"]["runs"]
+    spans = span_study(results)["continue_recitation"]["runs"]
     out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
     for variant, recipes in RECITE_RECIPES.items():
         made = [rec["facts"] for rec in faithful(results, "pretraining") if rec["variant"] == variant]

@@ -50,16 +50,10 @@ def test_a_changed_number_makes_its_tables_stale(tmp_path):
     assert "42.2" in TABLES["summary"](Results(tmp_path / "results"))
 
 
-# results files still in the shape their study wrote (issue 70: each moves to records, its tables to tables.yaml)
-NOT_YET_RECORDS = {
-    "cpu_fp32_span_answers",
-}
-
-
 def test_studies_hold_records_of_one_shape_and_a_bad_record_is_named(tmp_path):
     records = docs_tables.run_records
     studies = [path for path in sorted(RESULTS.glob("*.json")) if "records" in json.loads(path.read_text())]
-    assert {path.stem for path in studies} == {path.stem for path in RESULTS.glob("*.json")} - NOT_YET_RECORDS
+    assert {path.stem for path in studies} == {path.stem for path in RESULTS.glob("*.json")}  # every one
     for path in studies:
         assert all(set(rec) == set(records.FIELDS) for rec in records.read(path)["records"])
     good = records.record("a", seeds=[0], scores={"dev": {"correct": 1, "total": 2, "accuracy": 50.0}})
@@ -272,6 +266,13 @@ def test_the_readme_is_a_front_page_and_its_links_resolve():
                 assert anchor in headings, f"{path.name}: a link to {target}#{anchor}, no such heading"
 
 
+def span_records(variant: str) -> tuple[dict, dict[int, dict]]:
+    """cpu_fp32_span_answers.json and its 150-epoch records of one position variant by seed."""
+    data = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
+    return data, {rec["seeds"][0]: rec for rec in data["records"]
+                  if rec["variant"] == variant and rec["facts"]["epochs"] == 150}
+
+
 def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     """README's span-answers row: the continuation's dev score of every rope seed, each seed's own pretraining time,
     and '(2 machines)' once a seed's run names a machine of its own."""
@@ -280,21 +281,19 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     def span_row(results: Results) -> dict:
         return next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"])
 
-    data = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
-    runs = {name: run for name, run in data["continue_recitation"]["runs"].items() if name.startswith("rope, ")}
+    data, rope = span_records("rope")
     row = span_row(Results())
-    for run in runs.values():
-        assert f"{run['dev']['continue_recitation']['accuracy']:.1f}" in row["dev"]
-    for seed in (name.split(", ")[1] for name in runs):
-        assert f"{data['rope_seeds'][seed]['run']['pretrain_seconds'] / 60:.1f}" in row["wall"]
+    for rec in rope.values():
+        assert f"{rec['scores']['dev']['accuracy']:.1f}" in row["dev"]
+        assert f"{rec['seconds']['pretrain'] / 60:.1f}" in row["wall"]
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
-    for seed in data["rope_seeds"].values():
-        seed["run"].pop("hardware", None)  # every seed on the file's machine
+    runs = [rec["facts"]["answer_from_recitation"]["run"] for rec in rope.values()]
+    for run in runs:
+        run.pop("hardware", None)  # every seed on the file's machine
     (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
     assert span_row(Results(tmp_path / "results"))["hardware"] == "2 AMD EPYC cores, no AMX, fp32"
-    first = next(iter(data["rope_seeds"].values()))
-    first["run"]["hardware"] = "2 cores of a Xeon with AMX"
-    runs["rope, 0"]["dev"]["continue_recitation"]["accuracy"] = 12.3
+    runs[0]["hardware"] = "2 cores of a Xeon with AMX"
+    rope[0]["scores"]["dev"]["accuracy"] = 12.3
     (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
     row = span_row(Results(tmp_path / "results"))
     assert row["hardware"].endswith("(2 machines)") and "12.3" in row["dev"]
@@ -309,21 +308,21 @@ def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
         return next(r for r in headline_rows(results)
                     if "CHOOSE=1" in r["recipe"] and r["variant"].startswith(f"{variant}, "))
 
-    data = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
-    cont = data["continue_recitation"]
+    def chose(rec: dict) -> dict:
+        return rec["scores"]["dev, held-out model" if rec["facts"]["final_questions"]["choice"] == "mixed" else "dev"]
+
     for variant in ("rope", "learned"):
-        found = {name: run for name, run in cont["final_questions"]["runs"].items() if name.startswith(f"{variant}, ")}
+        found = {seed: rec for seed, rec in span_records(variant)[1].items() if "final_questions" in rec["facts"]}
         row = chosen_row(Results(), variant)
-        assert ("on every seed" in row["recipe"]) == (len({run["choice"] for run in found.values()}) == 1)
-        assert row["dev"].endswith("seeds " + ", ".join(name.split(", ")[1] for name in sorted(found)))
-        for name, run in found.items():
-            key = "heldout_model_dev" if run["choice"] == "mixed" else "dev"
-            assert f"{cont['runs'][name][key]['continue_recitation']['accuracy']:.1f}" in row["dev"]
-    found = {name: run for name, run in cont["final_questions"]["runs"].items() if name.startswith("rope, ")}
-    name = sorted(found)[0]
-    cont["runs"][name]["dev"]["continue_recitation"]["accuracy"] = 12.3
-    cont["runs"][name]["heldout_model_dev"]["continue_recitation"]["accuracy"] = 45.6
-    found[name]["choice"] = "all"
+        assert ("on every seed" in row["recipe"]) == (
+            len({rec["facts"]["final_questions"]["choice"] for rec in found.values()}) == 1)
+        assert row["dev"].endswith("seeds " + ", ".join(map(str, sorted(found))))
+        assert all(f"{chose(rec)['accuracy']:.1f}" in row["dev"] for rec in found.values())
+    data, rope = span_records("rope")
+    first = rope[min(seed for seed, rec in rope.items() if "final_questions" in rec["facts"])]
+    first["scores"]["dev"]["accuracy"] = 12.3
+    first["scores"]["dev, held-out model"]["accuracy"] = 45.6
+    first["facts"]["final_questions"]["choice"] = "all"
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
     row = chosen_row(Results(tmp_path / "results"))
@@ -341,20 +340,16 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
     results = Results()
     row = next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"]
                and r["variant"].startswith("learned"))
-    data = results["cpu_fp32_span_answers"]
-    seeds = sorted(int(n.split(", ")[1]) for n in data["continue_recitation"]["runs"] if n.startswith("learned"))
+    learned = span_records("learned")[1]
     minutes = []
-    for seed in seeds:
-        entry = data["seeds"][str(seed)]
-        if "run" in entry:
-            minutes.append(entry["run"]["pretrain_seconds"] / 60)
+    for seed, rec in sorted(learned.items()):
+        if "pretrain" in rec["seconds"]:
+            minutes.append(rec["seconds"]["pretrain"] / 60)
         else:
             run = docs_tables.recitation_runs(results)[FRONTIER_150_LEARNED[seed]]
             minutes.append(recitation_source(results, run)["pretrain_seconds"] / 60)
     assert row["wall"] == "pretraining " + " / ".join(f"{m:.1f}" for m in minutes) + " min"
-    for seed in seeds:
-        dev = data["continue_recitation"]["runs"][f"learned, {seed}"]["dev"]["continue_recitation"]["accuracy"]
-        assert f"{dev:.1f}" in row["dev"]
+    assert all(f"{rec['scores']['dev']['accuracy']:.1f}" in row["dev"] for rec in learned.values())
 
 
 def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in_one_row(tmp_path):

@@ -83,12 +83,13 @@ def test_stored_and_answered_reads_every_seed_from_the_json():
     label, stored, answered = data["rope"][4]
     assert "150" in label and len(stored) == len(answered) == 3
     assert all(0 < s <= 100 for s in stored) and answered[0] == 62.8  # cpu_fp32_recitation.json, seed 0
-    spans = json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())
+    spans = {rec["seeds"][0]: rec for rec in json.loads((RESULTS / "cpu_fp32_span_answers.json").read_text())[
+        "records"] if rec["variant"] == "rope" and rec["facts"]["epochs"] == 150}
     label, stored, answered = data["rope"][5]
     assert label.startswith("span answers") and "4×128" in label
-    assert answered == [spans["continue_recitation"]["runs"][f"rope, {s}"]["dev"]["continue_recitation"]["accuracy"]
-                        for s in range(5)]
-    assert stored[0] == 100 * spans["rope_seeds"]["0"]["run"]["stored"] / spans["rope_seeds"]["0"]["run"]["stored_of"]
+    assert answered == [spans[s]["scores"]["dev"]["accuracy"] for s in range(5)]
+    made = spans[0]["facts"]["answer_from_recitation"]["run"]
+    assert stored[0] == 100 * made["stored"] / made["stored_of"]
     reference = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())["records"]
     label, stored, answered = data["rope"][6]
     rope = [r for r in reference if r["variant"] == "rope"]
