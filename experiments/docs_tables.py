@@ -822,22 +822,6 @@ def heldout_selection_cpu(results: Results) -> str:
                   "dev at the chosen lr", "selection"], rows)
 
 
-def weight_decay(results: Results) -> str:
-    rows = []
-    for variant, stem in (("learned", "cpu_fast_weight_decay_vanilla"), ("rope", "cpu_fast_weight_decay_rope")):
-        runs = [flat(rec) for rec in results.records(stem)]
-        for run in runs:
-            base = run["decay_0.1"]
-            if "dev" in base:
-                base_cell = f"{pct(base['dev'])} / {base['pretrain_final_loss']:.2f} / {base['probe_recall']}"
-            else:
-                base_cell = f"{pct(base['dev_snapshot_220'])} (220-epoch snapshot of a 290-epoch run)"
-            rows.append([variant, run["seed"], f"{pct(run['dev']['accuracy'])} / {run['pretrain_final_loss']:.2f} / "
-                         f"{run['probe_recall']}", base_cell, f"{run['train_seconds'] / 60:.1f} min"])
-        rows.append([variant, "mean ± std", f"**{spread([run['dev']['accuracy'] for run in runs])}**", "",
-                     spread([run["train_seconds"] / 60 for run in runs], " min")])
-    return table(["variant", "seed", "decay 0.3: dev / final loss / `probe_recall.py`", "decay 0.1 (the preset)",
-                  "wall time"], rows)
 
 
 
@@ -1013,22 +997,6 @@ def bench_gpu(results: Results) -> str:
                   "GPU util.", "loss (last tenth)", "650 epochs (projected)"], rows)
 
 
-def readme_gpu(results: Results) -> str:
-    """The front page's GPU table: the H100 call (today's loop, the fast path, compiled: one run), then the whole
-    faithful pretraining the same call ran with the fastest flags (faithful_h100_fast_path.json)."""
-    (call,) = bench_runs(results, "bench_gpu_h100")
-    first, facts = call[0]["facts"], call[0]["facts"]
-    rows = [[f"`{r['facts']['bench_variant']}`" + (f" (`{r['flags']}`)" if r["facts"]["bench_variant"] != "today"
-                                                   else " (the loop before)"),
-             f"{r['facts']['steps_per_s']:.1f}", f"×{model_steps(r['facts']) / model_steps(first):.2f}",
-             f"{r['facts']['projected_full_pretraining_s']:.0f} s"] for r in call]
-    made = fast_path(results, "pretraining")
-    per_s = made["steps"] / made["loop_seconds"]
-    rows.append([f"the whole pretraining with the last row's flags, measured ({made['steps']:,} steps)",
-                 f"{per_s:.1f}", f"×{per_s / model_steps(first):.2f}",
-                 f"**{made['loop_seconds']} s** in the loop, {made['pretrain_seconds']:.0f} s in all"])
-    return table([f"one {facts['device']}, fp32, {call[0]['variant']}, {facts['steps']} steps each",
-                  "steps/s", "vs today", f"{facts['epochs']}-epoch pretraining (projected)"], rows)
 
 
 def gpu_flops(results: Results) -> str:
@@ -1435,10 +1403,10 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, front, summary, preset_best_selection, heldout_selection_cpu, weight_decay,
+    demo, demo_amx, demo_mixing, front, summary, preset_best_selection, heldout_selection_cpu,
     shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers, span_continue, final_questions,
     reference_size, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops,
-    bench_seeds_cpu, readme_gpu, confidence_span, confidence_span_learned, span_recite, span_recite_epochs, presets,
+    bench_seeds_cpu, confidence_span, confidence_span_learned, span_recite, span_recite_epochs, presets,
     miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
