@@ -125,6 +125,20 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "spread_min": lambda seconds: spread([s / 60 for s in seconds], " min"),
     "steps": lambda at: " / ".join(sorted(at, key=int)),  # {step: loss}: '400 / 1000 / 2000'
     "losses": lambda at: " / ".join(f"{at[step]:.2f}" for step in sorted(at, key=int)),
+    # over a group's list of values
+    "mean_min": lambda seconds: f"{statistics.mean(seconds) / 60:.1f}", "max": lambda values: f"{max(values):.1f}",
+    "each_min": lambda seconds: " / ".join(f"{s / 60:.1f}" for s in seconds),
+    "range_min": lambda seconds: f"{min(seconds) / 60:.0f}–{max(seconds) / 60:.0f}",
+    "count": lambda values: str(len(values)), "slash": " / ".join,
+    "lrs": lambda rates: ", ".join(lr(r) for r in sorted(set(rates))),
+    "rates": lambda rates: ", ".join(sorted({lr(r) for r in rates})),  # sorted as text: '1.5e-4, 7.5e-5'
+    "machines": lambda machines: f" ({len(set(machines))} machines)" if len(set(machines)) > 1 else "",
+    "one": lambda values: "" if len(values) == 1 else when_not(),  # '...{runs[name]:one}': a group of one
+    "several": lambda values: "" if len(set(values)) > 1 else when_not(),  # the members differ
+    "all": lambda values: "" if all(values) else when_not(),
+    "seed_names": lambda seeds: "" if seeds == [[s] for s in range(len(seeds))] else
+    f", seeds {', '.join(str(s[0]) for s in seeds)}",  # named when they are not 0, 1, 2, ...
+    "machine": lambda text: re.sub(r", (no )?AMX$", "", short_hardware(text)),  # '2 CPU cores', '1 H100'
 }
 
 
@@ -165,7 +179,7 @@ class Template(string.Formatter):
                     value, each = value[key], True  # a named group: the list over its members
                     continue
                 value = [index(v, key) for v in value] if each else index(value, key)
-        except (KeyError, IndexError):
+        except (KeyError, IndexError, TypeError):  # TypeError: a field of a missing (None) record
             if self.optional:
                 raise LookupError(field_name) from None
             raise
@@ -176,7 +190,7 @@ class Template(string.Formatter):
     def format_field(self, value: object, spec: str) -> str:
         if spec.startswith("items"):  # '{x:items ms}': a dict as 'k1 v1 ms · k2 v2 ms'
             return " · ".join(f"{key} {item}{spec[5:]}" for key, item in value.items())
-        if spec.startswith("each"):  # '{x:each.2f}': a list as '1.03, 1.39'
+        if spec.startswith("list"):  # '{x:list.2f}': a list as '1.03, 1.39'
             return ", ".join(format(item, spec[4:]) for item in value)
         return FORMATS[spec](value) if spec in FORMATS else format(value, spec)
 
@@ -212,11 +226,13 @@ def make_table(rows: list[dict], columns: list[list]) -> str:
 
 
 OPERATIONS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.Eq: operator.eq}
+              }
+COMPARISONS = {ast.Eq: operator.eq, ast.Is: operator.is_, ast.IsNot: operator.is_not}
 
 
 def compute(expression: str, row: dict) -> float:
-    """A computed field of tables.yaml: + - * / (and ==) over numbers and a record's fields ('facts["steps"] / 11')."""
+    """A computed field of tables.yaml: + - * / over numbers and a record's fields ('facts["steps"] / 11'), == and
+    `is None`, `a if test else b`, and f-strings."""
     def value(node: ast.AST) -> object:
         if isinstance(node, ast.Constant):
             return node.value
@@ -226,9 +242,18 @@ def compute(expression: str, row: dict) -> float:
             return value(node.value)[value(node.slice)]
         if isinstance(node, ast.BinOp) and type(node.op) in OPERATIONS:
             return OPERATIONS[type(node.op)](value(node.left), value(node.right))
-        if isinstance(node, ast.Compare) and [type(op) for op in node.ops] == [ast.Eq]:
-            return value(node.left) == value(node.comparators[0])
-        raise SystemExit(f"{SPECS.name}: {expression!r}: only + - * / == over numbers and fields")
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARISONS:
+            return COMPARISONS[type(node.ops[0])](value(node.left), value(node.comparators[0]))
+        if isinstance(node, ast.BoolOp):
+            values = (value(v) for v in node.values)
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.IfExp):
+            return value(node.body) if value(node.test) else value(node.orelse)
+        if isinstance(node, ast.JoinedStr):  # f"{x / 60:.1f} + {y / 60:.1f}"
+            return "".join(str(value(part)) for part in node.values)
+        if isinstance(node, ast.FormattedValue):
+            return format(value(node.value), value(node.format_spec) if node.format_spec else "")
+        raise SystemExit(f"{SPECS.name}: {expression!r}: only + - * /, ==, is, if-else and f-strings over fields")
     return value(ast.parse(expression, mode="eval").body)
 
 
@@ -252,33 +277,53 @@ def recitation_runs(results: Results) -> dict[str, dict]:
 
 
 def selected(results: Results, query: dict) -> list[dict]:
-    """The records of a query's study (or studies, one after another) whose facts match its `where`."""
+    """The records of a query's study (or studies, one after another) whose facts (or variant) match its `where`."""
     studies = query["study"] if isinstance(query["study"], list) else [query["study"]]
     return [rec for stem in studies for rec in results.records(stem)
-            if all(rec["facts"].get(key) in (value if isinstance(value, list) else [value])
-                   for key, value in query.get("where", {}).items())]
+            if all((rec["variant"] if key == "variant" else rec["facts"].get(key)) in
+                   (value if isinstance(value, list) else [value]) for key, value in query.get("where", {}).items())]
 
 
 def named(results: Results, query: dict) -> dict | Group:
-    """A record a literal-rows table names: `name` one record of the study, `names` a Group of them (in that order),
-    else a Group of the records its `where` selects."""
-    found = {rec["name"]: rec for rec in selected(results, query)}
-    if "name" in query:
-        return found[query["name"]]
-    return Group(None, [found[n] for n in query["names"]] if "names" in query else list(found.values()))
+    """Records a literal-rows table names: `name` one record of the study, `names` a Group of them (in that order),
+    else a Group of the records its `where` selects (and whose `has` template has its fields). `join: {as, study,
+    by}` puts beside each record the record of that study its facts[by] names (None where it names none); `compute`
+    adds fields to each."""
+    found = selected(results, query)
+    if "name" in query or "names" in query:
+        by_name = {rec["name"]: rec for rec in found}
+        found = [by_name[n] for n in ([query["name"]] if "name" in query else query["names"])]
+    found = [rec for rec in found if "has" not in query or present(query["has"], rec)]
+    if "join" in query:
+        join = query["join"]
+        other = {rec["name"]: rec for rec in results.records(join["study"])}
+        found = [{**rec, join["as"]: other.get(rec["facts"].get(join["by"]))} for rec in found]
+    found = [{**rec, **{key: compute(e, rec) for key, e in query.get("compute", {}).items()}} for rec in found]
+    return found[0] if "name" in query else Group(None, found)
 
 
 def literal_rows(results: Results, spec: dict, context: dict) -> list[list[str]]:
-    """The rows of a literal-rows table; a row `{each: ALIAS or a query, as: NAME, compute: ..., if: TEMPLATES,
-    cells: [...]}` is one row per record of that group (where one of the `if` templates has all its fields), NAME
-    bound to it."""
+    """The rows of a literal-rows table: a list of templates; `{with: {NAME: ALIAS}, cells: [...]}`, one row with
+    NAME bound to ALIAS; `{each: ALIAS or a query, as: NAME, compute: ..., if: TEMPLATES, cells: [...]}`, one row per
+    record of that group (where one of the `if` templates has all its fields), NAME
+    bound to it; with `group_by: [TEMPLATES]`, one row per Group of its records that render them alike."""
     rows = []
     for row in spec["rows"]:
         if isinstance(row, list):
             rows.append([cell(t, context) for t in row])
             continue
+        if "each" not in row:  # one row, `with` binding names to the table's records: {with: {runs: ALIAS}}
+            bound = {**context, **{key: context[alias] for key, alias in row["with"].items()}}
+            rows.append([cell(t, bound) for t in row["cells"]])
+            continue
         group = named(results, row["each"]) if isinstance(row["each"], dict) else context[row["each"]]
-        for member in group.members:
+        members = group.members
+        if "group_by" in row:  # a Group per value of these templates, in order of appearance
+            groups: dict = {}
+            for rec in members:
+                groups.setdefault(tuple(cell(t, rec) for t in row["group_by"]), []).append(rec)
+            members = [Group(key, recs) for key, recs in groups.items()]
+        for member in members:
             each = {**context, row["as"]: member}
             each.update({key: compute(e, each) for key, e in row.get("compute", {}).items()})
             if "if" not in row or present(row["if"], each):
@@ -294,7 +339,8 @@ def spec_table(name: str, spec: dict) -> Callable[[Results], str]:
     def render_spec(results: Results) -> str:
         try:
             if "rows" in spec:
-                context = {alias: named(results, query) for alias, query in spec["records"].items()}
+                context = {"best_shape": BEST_SHAPE} | {alias: named(results, query)
+                                                          for alias, query in spec["records"].items()}
                 context.update({key: compute(e, context) for key, e in spec.get("compute", {}).items()})
                 return table([cell(h, context) for h in spec["header"]], literal_rows(results, spec, context))
             rows = [{**rec, **{key: compute(e, rec) for key, e in spec.get("compute", {}).items()}}
@@ -323,12 +369,15 @@ def cpu_group(results: Results, name: str) -> list[dict]:
     return [rec for rec in results.records("accuracy_vs_compute_cpu") if rec["facts"].get("seed_group") == name]
 
 
-def baseline(results: Results, name: str) -> dict:
-    return next(r for r in results.records("accuracy_vs_compute_cpu") if r["facts"].get("baseline") == name)
 
 
 def dev_of(rows: list[dict]) -> list[float]:
     return [row["scores"]["dev"]["accuracy"] for row in rows]
+
+
+def fast_path(results: Results, part: str) -> dict:
+    """The record of one stage of faithful_h100_fast_path.json (facts.part), flat."""
+    return flat(next(rec for rec in results.records("faithful_h100_fast_path") if rec["facts"]["part"] == part))
 
 
 def faithful(results: Results, part: str, series: str | None = None) -> list[dict]:
@@ -391,172 +440,20 @@ def demo_mixing(results: Results) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- headline
+# (tables.yaml's `summary` and `front`; the figures of plot_results.py draw the same runs)
 
-
-def _cpu_group_row(results: Results, variant: str, recipe: str, name: str, how: str) -> dict:
-    group = cpu_group(results, name)
-    acc = dev_of(group)
-    return {"variant": variant, "recipe": recipe, "hardware": short_hardware(group[0]["hardware"]) + ", bf16",
-            "wall": spread([r["seconds"]["train"] / 60 for r in group], " min"),
-            "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
-
-
-def _cpu_single_row(results: Results, variant: str, recipe: str, run_id: str, how: str,
-                    stem: str = "accuracy_vs_compute_cpu", precision: str = "bf16") -> dict:
-    row = cpu_runs(results, stem)[run_id]
-    return {"variant": variant, "recipe": recipe, "hardware": f"{short_hardware(row['hardware'])}, {precision}",
-            "wall": f"{row['seconds']['train'] / 60:.1f} min", "dev": f"{score(row['scores']['dev'])}, seed "
-            f"{row['seeds'][0]}", "how": how}
-
-
-# reproduce.md's section of the faithful models finetuned at 2e-4 (`--preset best` until the recitation recipe)
-AT_2E4 = "the-faithful-models-finetuned-at-2e-4"
 # (layers, width, pretraining epochs) of --preset best: the model's default shape (training/arguments.py, not imported:
-# it would load torch) and the preset's epochs
+# it would load torch) and the preset's epochs; tables.yaml's `best_shape`
 BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"])
-
-
-def _faithful_row(results: Results, variant: str, recipe: str, way: str, how: str) -> dict:
-    """The faithful models of `variant` finetuned `way` (a series of faithful_h100.json): each seed's dev score,
-    the mean pretraining and the mean finetuning time where the finetuning loop was timed."""
-    runs = faithful(results, "finetuning", f"{variant}, {way}")
-    made = [rec for rec in faithful(results, "pretraining") if rec["variant"] == variant]
-    acc = dev_of(runs)
-    pretrain = statistics.mean(rec["seconds"]["pretrain_loop"] for rec in made)
-    finetune = [rec["seconds"]["finetune_loop"] for rec in runs if "finetune_loop" in rec["seconds"]]
-    return {"variant": variant, "recipe": recipe, "hardware": f"pretraining {short_hardware(made[0]['hardware'])}, "
-            f"finetuning {short_hardware(runs[0]['hardware'])}, fp32",
-            "wall": f"{pretrain / 60:.1f} + {statistics.mean(finetune) / 60:.1f} min",
-            "dev": f"{spread(acc)} ({seeds_list(acc)})", "how": how}
-
-
-# reproduce.md's section of the faithful model pretrained on the fast path, its confidence and recitation
-FAST_PATH = "the-faithful-recipe-on-the-fast-path-then-recite"
-
-
-def fast_path(results: Results, part: str) -> dict:
-    """The record of one stage of faithful_h100_fast_path.json (facts.part), flat."""
-    return flat(next(rec for rec in results.records("faithful_h100_fast_path") if rec["facts"]["part"] == part))
-
-
-def _fast_path_rows(results: Results) -> list[dict]:
-    """The faithful rope model pretrained on the GPU's fast path (faithful_h100_fast_path.json): finetuned the
-    reference way, and to recite (the README's row), everything on the H100."""
-    made, reference, recite = (fast_path(results, part) for part in ("pretraining", "reference", "recite"))
-    row = {"variant": made["variant"], "hardware": f"{short_hardware(made['hardware'])}, fp32", "how": FAST_PATH}
-    return [
-        {**row, "recipe": "faithful, pretrained on the **fast path** (`--device_data True`, compiled, fused AdamW)",
-         "wall": f"{made['loop_seconds'] / 60:.1f} + {reference['loop_seconds'] / 60:.1f} min",
-         "dev": f"{score(reference['dev'])}, seed {made['seed']}"},
-        {**row, "recipe": "**faithful pretraining** (650 epochs, fast path), then **`--recite True`** (lr "
-                          f"{lr(recite['learning_rate'])}, chosen on held-out; the answer as written)",
-         "wall": f"{made['loop_seconds'] / 60:.1f} + {recite['finetune_seconds'] / 60:.1f} min",
-         "dev": f"**{score(recite['dev'])}**, seed {made['seed']}", "readme": True},
-    ]
-
-
-def headline_rows(results: Results) -> list[dict]:
-    """Every result a reader cites (docs/results.md), the README's marked `readme`; `how` = a heading of
-    docs/reproduce.md."""
-    london, scratch = baseline(results, "london baseline"), baseline(results, "no pretraining (learned)")
-    hardware = short_hardware(scratch["hardware"])
-    return [
-        {"variant": "London baseline", "recipe": "answer “London” for everyone", "hardware": "—", "wall": "—",
-         "dev": score(london["scores"]["dev"]), "how": "baselines", "readme": True},
-        {"variant": "no pretraining", "recipe": "reference finetuning from scratch", "hardware": f"{hardware}, fp32",
-         "wall": f"{scratch['seconds']['train'] / 60:.1f} min", "dev": score(scratch["scores"]["dev"]),
-         "how": "baselines",
-         "readme": True},
-        dict(_faithful_row(results, "learned", "faithful: the reference recipe, 650 pretraining epochs",
-                           "reference, CPU", "the-faithful-recipe-on-one-h100"), readme=True),
-        dict(_faithful_row(results, "rope", "faithful", "reference, CPU",
-                           "the-faithful-recipe-on-one-h100"), readme=True),
-        dict(_faithful_row(results, "learned", "faithful pretraining, **finetuning at lr 2e-4** (chosen on held-out)",
-                           "lr 2e-4, CPU", AT_2E4), readme=True),
-        dict(_faithful_row(results, "rope", "faithful pretraining, **finetuning at lr 2e-4**", "lr 2e-4, CPU",
-                           AT_2E4), readme=True),
-        *_fast_path_rows(results),
-        _cpu_group_row(results, "learned", "**`--preset cpu-fast --weight_decay 0.3`** (220 epochs)",
-                       "learned, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
-        _cpu_group_row(results, "rope", "**`--preset cpu-fast --num_train_epochs 290`**",
-                       "rope, --preset cpu-fast --num_train_epochs 290", "--preset-cpu-fast-on-2-cpu-cores"),
-        _cpu_group_row(results, "learned", "`--preset cpu-fast` (220 epochs)", "learned, --preset cpu-fast",
-                       "--preset-cpu-fast-on-2-cpu-cores"),
-        _cpu_group_row(results, "rope", "`--preset cpu-fast --weight_decay 0.3` (220 epochs)",
-                       "rope, --preset cpu-fast --weight_decay 0.3", "--preset-cpu-fast-on-2-cpu-cores"),
-        _cpu_single_row(results, "rope", "`--preset cpu-fast` (220 epochs)",
-                        "cpu-fast-bf16-e220 + finetuning lr 7.5e-05/rope-causal-seed0", "the-cpu-levers"),
-        _cpu_single_row(results, "learned + synthesizer", "`--preset cpu-fast` (220 epochs)",
-                        "cpu-fast-synth-e220/learned-synthesizer-seed0", "the-cpu-levers"),
-        _cpu_single_row(results, "rope", "`--preset cpu-fast` (160 epochs)", "cpu-fast-rope-e160-s0/rope-causal-seed0",
-                        "levers-on-2-cpu-cores-without-amx", "accuracy_vs_compute_cpu_fp32", "fp32"),
-        _recitation_row(results, ["mixed training, 245 epochs (about 50 minutes)"], "mixed training"),
-        dict(_recitation_row(results, FRONTIER_RUNS, "**uncorrupted documents + recitation rows in pretraining**",
-                             "uncorrupted-documents-recitation-rows-in-pretraining"), readme=True),
-        _recitation_row(results, FRONTIER_LEARNED, "uncorrupted documents + recitation rows in "
-                        "pretraining", "uncorrupted-documents-recitation-rows-in-pretraining"),
-        _recitation_row(results, FRONTIER_150, "uncorrupted documents + recitation rows in pretraining",
-                        "uncorrupted-documents-recitation-rows-in-pretraining"),
-        _span_row(results),
-        _chosen_row(results),
-        _recitation_row(results, FRONTIER_150_LEARNED, "uncorrupted documents + recitation rows in pretraining",
-                        "uncorrupted-documents-recitation-rows-in-pretraining"),
-        _span_row(results, "learned"),
-        _chosen_row(results, "learned"),
-        *(dict(row, readme=True) for row in _reference_size_rows(results)),
-        dict(_span_corruption_recite_row(results, *SPAN_290), readme=True),
-        *(_span_corruption_recite_row(results, *group) for group in span_groups(results) if group[0] == "learned"),
-        *(_recitation_row(results, [name], "uncorrupted documents + recitation rows in pretraining",
-                          "uncorrupted-documents-recitation-rows-in-pretraining") for name in FRONTIER_NO_AMX),
-        _recitation_row(results, FRONTIER_NO_AMX_BF16, "uncorrupted documents + recitation rows in pretraining",
-                        "uncorrupted-documents-recitation-rows-in-pretraining"),
-        _recitation_row(results, FRONTIER_NO_AMX_BF16_LEARNED, "uncorrupted documents + recitation rows in pretraining",
-                        "uncorrupted-documents-recitation-rows-in-pretraining"),
-    ]
-
-
 # the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
 FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
 FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
 # ... with learned positions at 76 epochs, one seed (Xeon)
 FRONTIER_LEARNED = ["… the same, learned positions"]
-# ... and with learned positions, fp32 on AMD EPYCs without AMX (README's figure draws the same runs)
+# ... and with learned positions, fp32 on AMD EPYCs without AMX
 FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
                         "… 150 epochs on the AMD EPYC, learned positions, seed 1",
                         "… 150 epochs on the AMD EPYC, learned positions, seed 2"]
-# the same recipe at smaller budgets on a CPU without AMX (slower per step than the Xeon above)
-FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
-# ... and in bf16 there (`--mixed_precision bf16`: bf16 matmuls are fast on that CPU without AMX)
-FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX",
-                        "… 52 epochs in bf16 on the AMD EPYC, seed 1", "… 52 epochs in bf16 on the AMD EPYC, seed 2"]
-FRONTIER_NO_AMX_BF16_LEARNED = ["… 52 epochs in bf16 on the AMD EPYC, learned positions",
-                                "… 52 epochs in bf16 on the AMD EPYC, learned positions, seed 1",
-                                "… 52 epochs in bf16 on the AMD EPYC, learned positions, seed 2"]
-
-
-def _recitation_row(results: Results, names: list[str], recipe: str, how: str = "recite-then-answer") -> dict:
-    """Runs of cpu_fp32_recitation.json (one recipe, one run per seed: pretraining of the 4-layer 128-dim model,
-    then --recite) as one summary row, the seeds' numbers side by side."""
-    runs = [recitation_runs(results)[name] for name in names]
-    sources = [recitation_source(results, run) for run in runs]
-    machines = [source["hardware"] for source in sources]
-    hardware = short_hardware(machines[0])
-    rates = sorted({lr(run["learning_rate"]) for run in runs})
-    minutes = [(source["pretrain_seconds"] / 60, run["finetune_seconds"] / 60)
-               for source, run in zip(sources, runs, strict=True)]
-    row = {"variant": f"{sources[0].get('position', 'rope')}, 4 layers × 128 dims",
-           "recipe": f"{recipe} ({sources[0]['epochs']:.0f} epochs), then **`--recite True`** (lr "
-                     f"{', '.join(rates)}, chosen on held-out)",
-           "hardware": f"{hardware}, {sources[0].get('mixed_precision', 'fp32')}", "how": how}
-    if len(runs) == 1:
-        return {**row, "wall": f"{minutes[0][0]:.1f} + {minutes[0][1]:.1f} min",
-                "dev": f"{score(runs[0]['dev'])}, seed {sources[0].get('seed', 0)}"}
-    row["dev"] = _seeds_cell([run["dev"]["accuracy"] for run in runs], [source.get("seed", 0) for source in sources])
-    if len(set(machines)) > 1:  # the seeds ran on different machines: each one's time, not a mean
-        return {**row, "hardware": f"{row['hardware']} ({len(set(machines))} machines)",
-                "wall": " / ".join(f"{p:.1f} + {f:.1f}" for p, f in minutes) + " min"}
-    mean = f"{statistics.mean(p for p, _ in minutes):.1f} + {statistics.mean(f for _, f in minutes):.1f}"
-    return {**row, "wall": f"{mean} min (at most {max(p + f for p, f in minutes):.1f})"}
 
 
 def _seeds_cell(acc: list[float], seeds: list[int]) -> str:
@@ -617,48 +514,10 @@ def by_seed(runs: dict, variant: str) -> dict[int, dict]:
     return {int(name.split(", ")[1]): run for name, run in runs.items() if name.startswith(f"{variant}, ")}
 
 
-def _made_cells(made: list[dict]) -> dict:
-    """The hardware and wall-time cells of a span-answers row: the first seed's machine (and how many machines the
-    seeds ran on), each seed's own pretraining time."""
-    machines = [run["hardware"] for run in made]
-    several = len(set(machines))
-    return {"hardware": f"{short_hardware(machines[0])}, fp32" + (f" ({several} machines)" if several > 1 else ""),
-            "wall": "pretraining " + " / ".join(f"{run['pretrain_seconds'] / 60:.1f}" for run in made) + " min"}
 
 
-def _span_row(results: Results, variant: str = "rope") -> dict:
-    """The recitation recipe at 150 epochs answering with spans of the recitation and its continuation
-    (cpu_fp32_span_answers.json): one row per position variant, each seed's dev score and pretraining time (its
-    machine's own)."""
-    data = span_study(results)
-    runs = by_seed(data["continue_recitation"]["runs"], variant)
-    seeds = sorted(runs)
-    rates = sorted({lr(runs[s]["learning_rate"]) for s in seeds})
-    return {"variant": f"{variant}, 4 layers × 128 dims",
-            "recipe": "the same recipe (150 epochs), answering with **the most probable span of the recitation** "
-                      f"(`--answer_from_recitation True --continue_recitation True`; lr {', '.join(rates)}, chosen "
-                      "on held-out)",
-            **_made_cells([span_made(results, variant, s) for s in seeds]),
-            "dev": _seeds_cell([runs[s]["dev"]["continue_recitation"]["accuracy"] for s in seeds], seeds),
-            "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
 
-def _span_corruption_recite_row(results: Results, variant: str, epochs: int) -> dict:
-    """Span-corruption pretraining at the reference size (the faithful objective) for `epochs`, then `--recite True`
-    with span answers (span_groups): the final models (all 2,000 questions), one per seed."""
-    runs = span_groups(results)[(variant, epochs)]
-    rates = [lr(rate) for rate in sorted({run["recite"]["chosen_learning_rate"] for _, run in runs})]
-    made = [run["pretraining"]["pretrain_seconds"] / 60 for _, run in runs]
-    dev = [run["recite"]["final"]["dev"]["answers"] for _, run in runs]
-    return {"variant": f"{variant}, 4 layers × 256 dims",
-            "recipe": f"**span corruption** (the faithful objective; `--preset cpu-fast`, {epochs} epochs), then "
-                      "**`--recite True`**, answering with the most probable span of the recitation (lr "
-                      f"{', '.join(rates)}, chosen on held-out)",
-            "hardware": f"{short_hardware(runs[0][1]['hardware'])}, bf16",
-            "wall": "pretraining " + " / ".join(f"{m:.1f}" for m in made) + " min",
-            "dev": (_seeds_cell([d["accuracy"] for d in dev], [seed for seed, _ in runs]) if len(runs) > 1 else
-                    f"{score({**dev[0], 'correct': dev[0]['right']})}, seed {runs[0][0]}"),
-            "how": "span-corruption-then-recite"}
 
 
 def _chosen_dev(model: dict, found: dict) -> dict:
@@ -667,105 +526,18 @@ def _chosen_dev(model: dict, found: dict) -> dict:
     return model["heldout_model_dev" if found["choice"] == "mixed" else "dev"]["continue_recitation"]
 
 
-def _chosen_row(results: Results, variant: str = "rope") -> dict:
-    """The span-answers recipe with step 5 (`make recite CHOOSE=1`): per seed that choose_final_questions.py ran on,
-    the dev score of the model it chose, and which questions it chose."""
-    data = span_study(results)["continue_recitation"]
-    found = by_seed(data["final_questions"]["runs"], variant)
-    seeds = sorted(found)
-    choices = sorted({found[s]["choice"] for s in seeds})
-    which = {"mixed": "the questions pretraining mixed in", "all": "all training questions"}
-    every = f"; it chose {which[choices[0]]} on every seed" if len(choices) == 1 else ""
-    return {"variant": f"{variant}, 4 layers × 128 dims",
-            "recipe": "the same, the final finetuning's questions **chosen on halves of the held-out questions** "
-                      f"(`CHOOSE=1`{every})",
-            **_made_cells([span_made(results, variant, s) for s in seeds]),
-            "dev": _seeds_cell([_chosen_dev(data["runs"][f"{variant}, {s}"], found[s])["accuracy"] for s in seeds],
-                               seeds),
-            "how": "uncorrupted-documents-recitation-rows-in-pretraining"}
 
 
-def _reference_size_rows(results: Results) -> list[dict]:
-    """The recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json): a row per
-    variant and budget, its seeds side by side (each on its own machine: its record's `hardware`)."""
-    rows: list[dict] = []
-    groups: dict[tuple, list[dict]] = {}
-    for run in map(flat, results.records("cpu_fp32_reference_size")):
-        groups.setdefault((run["variant"], run["n_layer"], run["n_embd"], run["epochs"]), []).append(run)
-    for (variant, n_layer, n_embd, epochs), runs in groups.items():
-        rates = ", ".join(lr(rate) for rate in sorted({run["learning_rate"] for run in runs}))
-        preset = "**`--preset best`**: " if (n_layer, n_embd, epochs) == BEST_SHAPE else ""
-        made = _made_cells(runs)
-        dev = (f"{score(runs[0]['dev'])}, seed {runs[0]['seed']}" if len(runs) == 1 else
-               _seeds_cell([run["dev"]["accuracy"] for run in runs], [run["seed"] for run in runs]))
-        rows.append({"variant": f"{variant}, {n_layer} layers × {n_embd} dims (**the reference size**)",
-                     "recipe": f"{preset}uncorrupted documents + recitation rows in pretraining ({epochs} epochs), "
-                               "then `--recite True`, answering with the most probable span of the recitation (lr "
-                               f"{rates}, chosen per seed on held-out)", **made, "dev": dev,
-                     "how": "--preset-best" if preset else "uncorrupted-documents-recitation-rows-in-pretraining"})
-    return rows
 
 
-def _headline(rows: list[dict], link: str) -> str:
-    return table(["variant", "recipe", "hardware", "wall time", "dev exact match (500 questions)", "how"],
-                 [[r["variant"], r["recipe"], r["hardware"], r["wall"], r["dev"], f"[cmd]({link}#{r['how']})"]
-                  for r in rows])
 
 
-def _front_dev(cell: str) -> str:
-    """'23.6 ± 4.7%, 3 seeds' from a headline row's '23.6 ± 4.7% (22.2 / 28.8 / 19.8)'; '81.0%, 1 seed' from
-    '**81.0% (405/500)**, seed 0'."""
-    plain = cell.replace("**", "")
-    seeds = plain.split(" (", 1)[1].split(")")[0].count(" / ") + 1 if " ± " in plain else 1
-    return f"{plain.split(' (')[0]}, {seeds} seed{'s' if seeds > 1 else ''}"
 
 
-def _front_time(row: dict) -> str:
-    """'6.8 + 2.2 min' as it is; several seeds' pretraining minutes as their range and '+ finetuning'."""
-    found = [float(x) for x in re.findall(r"\d+\.\d+", row["wall"])]
-    if row["wall"].startswith("pretraining") and len(found) > 1:
-        return f"{min(found):.0f}–{max(found):.0f} min pretraining per seed"
-    return row["wall"]
 
 
-def front(results: Results) -> str:
-    """README's headline: the baselines, the faithful recipe, and the two recipes that reach what pretraining stored
-    (at most six rows of five short columns; every other row is in docs/results.md's summary)."""
-    rows = headline_rows(results)
-
-    def pick(test) -> dict:
-        return next(r for r in rows if test(r))
-
-    def link(name: str, row: dict) -> str:
-        return f"[{name}](docs/reproduce.md#{row['how']})"
-
-    london = pick(lambda r: r["variant"] == "London baseline")
-    scratch = pick(lambda r: r["variant"] == "no pretraining")
-    faithful_rows = [pick(lambda r, v=v: r["variant"] == v and r["how"] == "the-faithful-recipe-on-one-h100")
-                     for v in ("learned", "rope")]
-    recite = pick(lambda r: r["how"] == FAST_PATH and r.get("readme"))
-    best = [r for v in ("learned", "rope") for r in rows if "--preset best" in r["recipe"]
-            and r["variant"].startswith(v)][:2]  # a variant without --preset best seeds has no row
-    def machine(row: dict) -> str:
-        """'1 H100, then 2 CPU cores' from 'pretraining 1 H100, finetuning 2 CPU cores, AMX, fp32'."""
-        cell = re.sub(r", (no AMX|AMX|fp32|bf16)\b", "", row["hardware"]).replace(" (2 machines)", "")
-        return cell.replace("pretraining ", "").replace("finetuning ", "then ")
-
-    out = [[f"{link('answer London', london)} / {link('no pretraining', scratch)}", "—",
-            f"{london['dev'].split(' (')[0]} / {scratch['dev'].split(' (')[0]}", machine(scratch),
-            f"— / {scratch['wall']}"]]
-    out += [[link("the assignment's recipe", r), r["variant"], _front_dev(r["dev"]), machine(r), _front_time(r)]
-            for r in faithful_rows]
-    out.append([link("the assignment's pretraining, then recite", recite), recite["variant"],
-                _front_dev(recite["dev"]), machine(recite), _front_time(recite)])
-    out += [[link("`--preset best`", r), r["variant"].split(",")[0], _front_dev(r["dev"]), machine(r),
-             _front_time(r)] for r in best]
-    return table(["recipe", "positions", "dev exact match", "hardware", "time"], out)
 
 
-def summary(results: Results) -> str:
-    """docs/results.md's summary: every headline number."""
-    return _headline(headline_rows(results), "reproduce.md")
 
 
 def handout_bars(results: Results) -> dict[str, dict]:
@@ -1403,7 +1175,7 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, front, summary, preset_best_selection, heldout_selection_cpu,
+    demo, demo_amx, demo_mixing, preset_best_selection, heldout_selection_cpu,
     shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers, span_continue, final_questions,
     reference_size, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops,
     bench_seeds_cpu, confidence_span, confidence_span_learned, span_recite, span_recite_epochs, presets,

@@ -102,7 +102,7 @@ def test_a_literal_rows_table_names_records_computes_and_repeats_a_row_per_membe
             "compute": {"per_step": 'first["seconds"]["train"] / 4'},
             "header": ["run", "dev of {first[name]}"],
             "rows": [["first", "{first[scores][dev]:score}, {per_step:.0f} s, {first[facts][ms]:items ms}, "
-                               "{first[facts][steps]:each.1f}, mean {all[scores][dev][accuracy]:spread}"],
+                               "{first[facts][steps]:list.1f}, mean {all[scores][dev][accuracy]:spread}"],
                      {"each": "all", "as": "r", "if": "{r[seconds][train]}",
                       "compute": {"same": 'r["facts"]["lr"] == first["facts"]["lr"]'},
                       "cells": ["{r[name]}", ["{r[facts][lr]:lr} (first's rate){same:if}", "{r[facts][lr]:lr}"]]}]}
@@ -120,11 +120,26 @@ def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_lin
         render(text, Results(), "x.md")
 
 
+def headline_rows(results: Results) -> list[dict]:
+    """docs/results.md's summary table (tables.yaml's `summary`) as dicts; `how`: the reproduce.md section."""
+    rows = []
+    for line in TABLES["summary"](results).splitlines()[2:]:
+        variant, recipe, hardware, wall, dev, how = line.removeprefix("| ").removesuffix(" |").split(" | ")
+        rows.append({"variant": variant, "recipe": recipe, "hardware": hardware, "wall": wall, "dev": dev,
+                     "how": how.split("#", 1)[1].removesuffix(")")})
+    return rows
+
+
+def front_rows(results: Results) -> list[str]:
+    return TABLES["front"](results).splitlines()[2:]
+
+
 def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
     """Each frontier record names its machine, and fp32 unless a `mixed_precision` fact says otherwise."""
-    FRONTIER_NO_AMX = docs_tables.FRONTIER_NO_AMX
-    FRONTIER_NO_AMX_BF16 = docs_tables.FRONTIER_NO_AMX_BF16
-    headline_rows = docs_tables.headline_rows
+    FRONTIER_NO_AMX = ["… 46 epochs, 2 AMD EPYC cores without AMX", "… 52 epochs, 2 AMD EPYC cores without AMX"]
+    FRONTIER_NO_AMX_BF16 = ["… 52 epochs in bf16, 2 AMD EPYC cores without AMX",
+                            "… 52 epochs in bf16 on the AMD EPYC, seed 1",
+                            "… 52 epochs in bf16 on the AMD EPYC, seed 2"]
 
     def no_amx_rows(results: Results) -> list[str]:
         return [r["hardware"] for r in headline_rows(results) if "(46 epochs)" in r["recipe"]
@@ -147,7 +162,7 @@ def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
 
 
 def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_path):
-    FRONTIER_150_LEARNED, headline_rows = docs_tables.FRONTIER_150_LEARNED, docs_tables.headline_rows
+    FRONTIER_150_LEARNED = docs_tables.FRONTIER_150_LEARNED
 
     def learned_150(results: Results) -> dict:
         return next(r for r in headline_rows(results) if r["variant"].startswith("learned") and "(150 epochs)" in
@@ -276,7 +291,6 @@ def span_records(variant: str) -> tuple[dict, dict[int, dict]]:
 def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
     """README's span-answers row: the continuation's dev score of every rope seed, each seed's own pretraining time,
     and '(2 machines)' once a seed's run names a machine of its own."""
-    headline_rows = docs_tables.headline_rows
 
     def span_row(results: Results) -> dict:
         return next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"])
@@ -287,12 +301,11 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
         assert f"{rec['scores']['dev']['accuracy']:.1f}" in row["dev"]
         assert f"{rec['seconds']['pretrain'] / 60:.1f}" in row["wall"]
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
-    runs = [rec["facts"]["answer_from_recitation"]["run"] for rec in rope.values()]
-    for run in runs:
-        run.pop("hardware", None)  # every seed on the file's machine
+    for rec in rope.values():
+        rec["hardware"] = data["hardware"]  # every seed on the study's machine
     (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
     assert span_row(Results(tmp_path / "results"))["hardware"] == "2 AMD EPYC cores, no AMX, fp32"
-    runs[0]["hardware"] = "2 cores of a Xeon with AMX"
+    rope[0]["hardware"] = "2 cores of a Xeon with AMX"
     rope[0]["scores"]["dev"]["accuracy"] = 12.3
     (tmp_path / "results" / "cpu_fp32_span_answers.json").write_text(json.dumps(data))
     row = span_row(Results(tmp_path / "results"))
@@ -302,7 +315,6 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
 def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
     """The CHOOSE=1 row: per seed that choose_final_questions.py ran on, the dev score of the held-out model when it
     chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds agree."""
-    headline_rows = docs_tables.headline_rows
 
     def chosen_row(results: Results, variant: str = "rope") -> dict:
         return next(r for r in headline_rows(results)
@@ -334,7 +346,6 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
     """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
     run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
     FRONTIER_150_LEARNED = docs_tables.FRONTIER_150_LEARNED
-    headline_rows = docs_tables.headline_rows
     recitation_source = docs_tables.recitation_source
 
     results = Results()
@@ -353,7 +364,6 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
 
 
 def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in_one_row(tmp_path):
-    headline_rows = docs_tables.headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "cpu_fp32_reference_size.json").read_text())
@@ -378,7 +388,8 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
     assert rows[0]["recipe"].startswith("**`--preset best`**") and "preset" not in rows[1]["recipe"]
     assert [r["how"] for r in rows] == ["--preset-best", "uncorrupted-documents-recitation-rows-in-pretraining"]
     assert BEST_SHAPE[:2] == (ModelArguments.n_layer, ModelArguments.n_embd)  # the model --preset best trains
-    assert all(r["readme"] for r in rows)
+    best = [line for line in front_rows(edited) if line.startswith("| [`--preset best`]")]  # on the front page
+    assert [line.split(" | ")[1:3] for line in best] == [["rope", "13.2 ± 1.4%, 2 seeds"]]
     table = TABLES["reference-size"](edited)
     assert "| rope, 4 × 256 (reference), seed 1 | 50 | 2 CPU cores, AMX |" in table
     assert "| rope, 4 × 256 (reference), seed 2 | 60 |" in table
@@ -417,7 +428,6 @@ def span_record(rec: dict, variant: str, epochs: int, seed: int, minutes: float,
 def test_span_corruption_then_recite_shows_each_seed_and_their_mean(tmp_path):
     """Each seed of confidence_cpu_span.json is a record: the per-seed table and the summary row read them all,
     the final models' dev scores side by side."""
-    headline_rows = docs_tables.headline_rows
 
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     path = tmp_path / "results" / "confidence_cpu_span.json"
@@ -463,25 +473,25 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
     # learned positions after every rope row, one seed: its own figures, no spread
     assert lines[4].startswith("| learned, 220 | 0 | 21.0 min | 320 of ") and lines[4].endswith(
         "| **65.0%** | 65.0% | 75.0% |")
-    headline_rows = docs_tables.headline_rows  # and its own row in the summary
 
     (row,) = [r for r in headline_rows(Results(tmp_path / "results"))
               if r["variant"].startswith("learned") and r["recipe"].startswith("**span corruption**")]
     assert "220 epochs" in row["recipe"] and row["dev"].startswith("65.0% (") and row["dev"].endswith(", seed 0")
-    assert row["wall"] == "pretraining 21.0 min" and not row.get("readme")
+    assert row["wall"] == "pretraining 21.0 min" and "220 epochs" not in TABLES["front"](Results(tmp_path / "results"))
 
 
 def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pretraining(tmp_path):
     """faithful_h100_fast_path.json: the README's recite-after-faithful-pretraining row, the results table's stages
     (the chosen rate in bold) and the GPU table's measured whole pretraining follow the JSON; the benchmark table
     names each call's GPU."""
-    headline_rows = docs_tables.headline_rows
 
     def fast_rows(results: Results) -> list[dict]:
         return [r for r in headline_rows(results) if r["how"] == "the-faithful-recipe-on-the-fast-path-then-recite"]
 
     reference, recite = fast_rows(Results())
-    assert not reference.get("readme") and recite["readme"] and recite["hardware"] == "1 H100, fp32"
+    assert recite["hardware"] == "1 H100, fp32"
+    assert [line.split(" | ")[2] for line in front_rows(Results()) if "then recite" in line] == [
+        "81.0%, 1 seed"]  # the recite row on the front page, not the reference finetuning's
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
     stage = {rec["facts"]["part"]: rec for rec in data["records"]}  # the chosen point's own record moves too
@@ -493,6 +503,7 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
     reference, recite = fast_rows(edited)
     assert recite["dev"] == "**88.8% (444/500)**, seed 0" and "lr 1.5e-4" in recite["recipe"]
     assert recite["wall"].startswith("5.0 + ") and reference["wall"].startswith("5.0 + ")
+    assert any("| 88.8%, 1 seed |" in line for line in front_rows(edited))
     stages = TABLES["faithful-fast-path"](edited)
     assert "| **59.0% (236/400)** (chosen) |" in stages and "**76.8% (307/400)** (chosen)" not in stages
     assert "**299 s** in the loop" in TABLES["readme-gpu"](edited)
