@@ -129,7 +129,8 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "mean_min": lambda seconds: f"{statistics.mean(seconds) / 60:.1f}", "max": lambda values: f"{max(values):.1f}",
     "each_min": lambda seconds: " / ".join(f"{s / 60:.1f}" for s in seconds),
     "range_min": lambda seconds: f"{min(seconds) / 60:.0f}–{max(seconds) / 60:.0f}",
-    "count": lambda values: str(len(values)), "slash": " / ".join,
+    "count": lambda values: str(len(values)), "slash": lambda values: " / ".join(map(str, values)),
+    "seed_ids": lambda seeds: ", ".join(str(s[0]) for s in seeds),  # [[0], [1]] as '0, 1'
     "lrs": lambda rates: ", ".join(lr(r) for r in sorted(set(rates))),
     "rates": lambda rates: ", ".join(sorted({lr(r) for r in rates})),  # sorted as text: '1.5e-4, 7.5e-5'
     "machines": lambda machines: f" ({len(set(machines))} machines)" if len(set(machines)) > 1 else "",
@@ -138,6 +139,8 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "all": lambda values: "" if all(values) else when_not(),
     "seed_names": lambda seeds: "" if seeds == [[s] for s in range(len(seeds))] else
     f", seeds {', '.join(str(s[0]) for s in seeds)}",  # named when they are not 0, 1, 2, ...
+    "family": lambda text: short_hardware(text) + (f", family {found[1]}" if (found := re.search(r"family (\d+)", text))
+                                                    else ""),  # two EPYC generations: family 26 steps ~1.5x as fast
     "machine": lambda text: re.sub(r", (no )?AMX$", "", short_hardware(text)),  # '2 CPU cores', '1 H100'
 }
 
@@ -303,32 +306,35 @@ def named(results: Results, query: dict) -> dict | Group:
 
 
 def literal_rows(results: Results, spec: dict, context: dict) -> list[list[str]]:
-    """The rows of a literal-rows table: a list of templates; `{with: {NAME: ALIAS}, cells: [...]}`, one row with
-    NAME bound to ALIAS; `{each: ALIAS or a query, as: NAME, compute: ..., if: TEMPLATES, cells: [...]}`, one row per
-    record of that group (where one of the `if` templates has all its fields), NAME
-    bound to it; with `group_by: [TEMPLATES]`, one row per Group of its records that render them alike."""
-    rows = []
+    """The rows of a literal-rows table. A row is a list of templates, or a dict: `with: {NAME: ALIAS}` binds names
+    to the table's records for one row; `each: ALIAS or a query, as: NAME` makes a row per record of that group
+    (`group_by: [TEMPLATES]`: per Group of the records that render them alike; `sort: [EXPRESSIONS]` over its fields
+    orders them), NAME bound to it. Either takes `compute`, `if: TEMPLATES` (the row only where one of them has
+    all its fields) and `cells: [...]`, or `rows: [[...], ...]` for several rows."""
+    out = []
     for row in spec["rows"]:
         if isinstance(row, list):
-            rows.append([cell(t, context) for t in row])
+            out.append([cell(t, context) for t in row])
             continue
-        if "each" not in row:  # one row, `with` binding names to the table's records: {with: {runs: ALIAS}}
-            bound = {**context, **{key: context[alias] for key, alias in row["with"].items()}}
-            rows.append([cell(t, bound) for t in row["cells"]])
-            continue
-        group = named(results, row["each"]) if isinstance(row["each"], dict) else context[row["each"]]
-        members = group.members
-        if "group_by" in row:  # a Group per value of these templates, in order of appearance
-            groups: dict = {}
-            for rec in members:
-                groups.setdefault(tuple(cell(t, rec) for t in row["group_by"]), []).append(rec)
-            members = [Group(key, recs) for key, recs in groups.items()]
-        for member in members:
-            each = {**context, row["as"]: member}
-            each.update({key: compute(e, each) for key, e in row.get("compute", {}).items()})
-            if "if" not in row or present(row["if"], each):
-                rows.append([cell(t, each) for t in row["cells"]])
-    return rows
+        if "each" in row:
+            group = named(results, row["each"]) if isinstance(row["each"], dict) else context[row["each"]]
+            members = group.members
+            if "group_by" in row:  # a Group per value of these templates, in order of appearance
+                groups: dict = {}
+                for rec in members:
+                    groups.setdefault(tuple(cell(t, rec) for t in row["group_by"]), []).append(rec)
+                members = [Group(key, recs) for key, recs in groups.items()]
+            if "sort" in row:
+                members = sorted(members, key=lambda m: tuple(compute(e, m) for e in row["sort"]))
+            bindings = [{row["as"]: member} for member in members]
+        else:
+            bindings = [{key: context[alias] for key, alias in row["with"].items()}]
+        for binding in bindings:
+            bound = {**context, **binding}
+            bound.update({key: compute(e, bound) for key, e in row.get("compute", {}).items()})
+            if "if" not in row or present(row["if"], bound):
+                out += [[cell(t, bound) for t in cells] for cells in row.get("rows", [row.get("cells")])]
+    return out
 
 
 def spec_table(name: str, spec: dict) -> Callable[[Results], str]:
@@ -456,62 +462,6 @@ FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
                         "… 150 epochs on the AMD EPYC, learned positions, seed 2"]
 
 
-def _seeds_cell(acc: list[float], seeds: list[int]) -> str:
-    """'74.3 ± 2.9% (75.2 / 76.6 / 71.0)', naming the seeds when they are not 0, 1, 2, ..."""
-    which = "" if seeds == list(range(len(seeds))) else f", seeds {', '.join(map(str, seeds))}"
-    return f"{spread(acc)} ({seeds_list(acc)}){which}"
-
-
-SPAN_SETS = (("holdout", "holdout"), ("heldout_model_dev", "dev, held-out model"), ("dev", "dev"))
-
-
-def span_study(results: Results) -> dict:
-    """cpu_fp32_span_answers.json's records in the nested view its tables read: per seed the comparison of span
-    answers with free decoding (`seeds` learned, `rope_seeds`, each with the `run` that made it where one did), with
-    the continuation (`continue_recitation.runs['rope, 2']`, the record's scores back in it), the choice of final
-    questions, and the smaller frontier budgets (`continue_recitation.frontier_e30`)."""
-    found: dict = {"hardware": results["cpu_fp32_span_answers"]["hardware"], "seeds": {}, "rope_seeds": {},
-                   "continue_recitation": {"runs": {}, "final_questions": {"runs": {}}}}
-    cont = found["continue_recitation"]
-    for rec in results.records("cpu_fp32_span_answers"):
-        facts, seed = json.loads(json.dumps(rec["facts"])), rec["seeds"][0]
-        if "frontier" in facts:
-            cont[facts["frontier"]] = {**facts["run"], "dev": rec["scores"]["dev"],
-                                       "pretrain_seconds": rec["seconds"]["pretrain"]}
-            continue
-        name = f"{rec['variant']}, {seed}"
-        if "answer_from_recitation" in facts:
-            entry = facts["answer_from_recitation"]
-            if "run" in entry:
-                entry["run"]["pretrain_seconds"] = rec["seconds"]["pretrain"]
-            found["seeds" if rec["variant"] == "learned" else "rope_seeds"][str(seed)] = entry
-        if "continue_recitation" in facts:
-            for key, score in SPAN_SETS:
-                facts["continue_recitation"][key]["continue_recitation"] = rec["scores"][score]
-            cont["runs"][name] = facts["continue_recitation"]
-        if "final_questions" in facts:
-            cont["final_questions"]["runs"][name] = facts["final_questions"]
-    return found
-
-
-def span_made(results: Results, variant: str, seed: int) -> dict:
-    """The pretraining behind a span-answers model (time, machine, dev places stored): its own run (`run` in
-    cpu_fp32_span_answers.json, made by make recite SPAN=1), else the learned-positions frontier run it re-evaluated
-    (cpu_fp32_recitation.json)."""
-    data = span_study(results)
-    entry = data["rope_seeds" if variant == "rope" else "seeds"][str(seed)]
-    if "run" in entry:
-        return {"hardware": data["hardware"], **entry["run"]}
-    run = recitation_runs(results)[FRONTIER_150_LEARNED[seed]]
-    source = recitation_source(results, run)
-    return {"pretrain_seconds": source["pretrain_seconds"], "stored": source["probe_recall"],
-            "stored_of": source["probe_found"],
-            "hardware": source["hardware"]}
-
-
-def by_seed(runs: dict, variant: str) -> dict[int, dict]:
-    """The runs of one position variant, keyed 'rope, 2' in the JSON, by seed."""
-    return {int(name.split(", ")[1]): run for name, run in runs.items() if name.startswith(f"{variant}, ")}
 
 
 
@@ -520,10 +470,14 @@ def by_seed(runs: dict, variant: str) -> dict[int, dict]:
 
 
 
-def _chosen_dev(model: dict, found: dict) -> dict:
-    """The dev score of the model choose_final_questions.py chose: the held-out model (finetuned on the questions
-    pretraining mixed in) for 'mixed', else the final model (all training questions)."""
-    return model["heldout_model_dev" if found["choice"] == "mixed" else "dev"]["continue_recitation"]
+
+
+
+
+
+
+
+
 
 
 
@@ -867,103 +821,16 @@ def bench_seeds_cpu(results: Results) -> str:
 
 
 
-SPAN_QUESTION_SETS = (("holdout", "400 held-out training questions (held-out model)"),
-                      ("heldout_model_dev", "dev (held-out model)"), ("dev", "dev (final model)"))
 
 
-def span_answers(results: Results) -> str:
-    """docs/results.md: free decoding against --answer_from_recitation on the same reciting models, per seed and
-    question set, with the held-out abstention threshold applied to the span answers on dev."""
-    data, rows = span_study(results), []
-    groups = [("learned", data["seeds"]), ("rope", data.get("rope_seeds", {}))]
-    for variant, seed, run in ((v, seed, run) for v, runs in groups for seed, run in sorted(runs.items())):
-        for key, label in SPAN_QUESTION_SETS:
-            point = run[key]
-            rows.append([f"{variant}, {seed}", label, score(point["free_decoding"]),
-                         f"**{score(point['answer_from_recitation'])}**",
-                         f"{point['changed_right']} / {point['changed_wrong']}"])
-        at = run["abstention"]["dev"]
-        rows.append([f"{variant}, {seed}", "dev (held-out model), abstaining below the held-out 80% threshold", "—",
-                     f"{pct(at['precision'])} precision / {pct(at['coverage'])} coverage", "—"])
-    return table(["positions, seed", "questions", "free decoding", "`--answer_from_recitation True`",
-                  "wrong → right / right → wrong"], rows)
 
 
-def span_continue(results: Results) -> str:
-    """docs/results.md: --answer_from_recitation alone against with --continue_recitation, on the same models, per
-    question set, and the held-out abstention threshold of each on dev."""
-    rows = []
-    for name, run in span_study(results)["continue_recitation"]["runs"].items():
-        who = f"{name} (lr {run['learning_rate']:g})"
-        for key, label in SPAN_QUESTION_SETS:
-            point = run[key]
-            rows.append([who, label, score(point["answer_from_recitation"]),
-                         f"**{score(point['continue_recitation'])}**",
-                         f"{point['changed_right']} / {point['changed_wrong']}"])
-        for key, target in (("abstention", 80), ("abstention_target_90", 90)):
-            at = [run[key][kind]["dev"] for kind in ("answer_from_recitation", "continue_recitation")]
-            rows.append([who, f"dev (held-out model), abstaining below the held-out {target}% threshold",
-                         *(f"{pct(a['precision'])} precision / {pct(a['coverage'])} coverage" for a in at), "—"])
-    return table(["positions, seed (rate)", "questions", "`--answer_from_recitation True`",
-                  "and `--continue_recitation True`", "wrong → right / right → wrong"], rows)
 
 
-def final_questions(results: Results) -> str:
-    """docs/results.md: choose_final_questions.py per span-answers model (held-out halves, the choice), beside the
-    dev scores of both candidate models, which chose nothing."""
-    runs = span_study(results)["continue_recitation"]
-    rows = []
-    for name, found in runs["final_questions"]["runs"].items():
-        model = runs["runs"][name]
-        mixed, everything = (model[key]["continue_recitation"] for key in ("heldout_model_dev", "dev"))
-        chosen = _chosen_dev(model, found)
-        rows.append([f"{name} (lr {lr(found['learning_rate'])})",
-                     f"{found['mixed']} / {found['all']} of {found['questions']}",
-                     f"{found['only_mixed_right']} / {found['only_all_right']}", f"**{found['choice']}**",
-                     score(mixed), score(everything), f"**{score(chosen)}**"])
-    return table(["positions, seed (rate)", "held-out halves right: mixed only / all",
-                  "right by one option only: mixed / all", "choice", "dev, mixed only (held-out model)",
-                  "dev, all (final model)", "dev, the chosen model"], rows)
 
 
-def _size_row(model: str, epochs: float, hardware: str, run: dict, holdout: float, dev: dict,
-              abstained: dict) -> list[str]:
-    """A row of the reference-size table; `run` holds pretrain_seconds, stored, stored_of and learning_rate."""
-    family = re.search(r"family (\d+)", hardware)  # two EPYC generations: family 26 steps ~1.5x as fast as 25
-    machine = short_hardware(hardware) + (f", family {family[1]}" if family else "")
-    return [model, f"{epochs:.0f}", machine, f"{run['pretrain_seconds'] / 60:.1f}",
-            f"{run['stored']} / {run['stored_of']}", f"{pct(holdout)} (lr {lr(run['learning_rate'])})",
-            f"**{score(dev)}**", f"{pct(abstained['precision'])} / {pct(abstained['coverage'])}"]
 
 
-def reference_size(results: Results) -> str:
-    """docs/results.md: the recitation recipe with span answers at the reference size (cpu_fp32_reference_size.json)
-    beside the same recipe at 4 x 128 on AMD EPYCs (cpu_fp32_span_answers.json): pretraining time, dev places stored,
-    held-out and dev answers, the held-out 80% threshold on dev."""
-    spans = span_study(results)
-    found = spans["continue_recitation"]
-    rows = []
-    for key in ("frontier_e30", "frontier_e52"):  # seed 0 at fewer epochs; its machine named in `hardware` or `what`
-        run = found[key]
-        rows.append(_size_row("rope, 4 × 128, seed 0", float(key.removeprefix("frontier_e")),
-                              run.get("hardware", run["what"]), run,
-                              run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
-                              run["abstention"]["dev"]))
-    for seed, run in sorted(by_seed(found["runs"], "rope").items()):
-        made = spans["rope_seeds"][str(seed)].get("run", {})
-        if "hardware" not in made:  # only the 150-epoch rope seeds made end to end on the EPYC name their machine
-            continue
-        held = made["holdout_by_learning_rate_continue_recitation"][f"{run['learning_rate']:g}"]["accuracy"]
-        rows.append(_size_row(f"rope, 4 × 128, seed {seed}", 150, made["hardware"],
-                              {**made, "learning_rate": run["learning_rate"]}, held,
-                              run["dev"]["continue_recitation"], run["abstention"]["continue_recitation"]["dev"]))
-    for run in map(flat, results.records("cpu_fp32_reference_size")):
-        rows.append(_size_row(f"{run['variant']}, {run['n_layer']} × {run['n_embd']} (reference), seed {run['seed']}",
-                              run["epochs"], run["hardware"], run,
-                              run["holdout_by_learning_rate"][f"{run['learning_rate']:g}"], run["dev"],
-                              run["abstention"]["dev"]))
-    return table(["model", "epochs", "machine", "pretraining (min)", "dev places stored", "held-out (chosen rate)",
-                  "dev, span answers", "held-out 80% threshold on dev: precision / coverage"], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- confidence
@@ -1067,58 +934,8 @@ def span_groups(results: Results) -> dict[tuple[str, int], list[tuple[int, dict]
     return {key: sorted(runs, key=lambda pair: pair[0]) for key, runs in groups.items()}
 
 
-def span_recite(results: Results) -> str:
-    """docs/results.md: span-corruption pretraining (the faithful objective) finetuned the reference way and to
-    recite, per seed: what it stored, what each finetuning answers, and the held-out threshold on the final model."""
-    runs = span_groups(results)[SPAN_290]
-    rows, columns = [], []
-    for seed, run in runs:
-        made, recite = run["pretraining"], run["recite"]
-        chosen, final = recite["chosen_learning_rate"], recite["final"]
-        cells = [run["final"]["dev"]["answers"]["accuracy"], recite["holdout"]["answers"]["accuracy"],
-                 recite["dev"]["answers"]["accuracy"], final["dev"]["answers"]["accuracy"]]
-        columns.append(cells)
-        at = final["dev_at_threshold"]
-        rows.append([str(seed), minutes(made["pretrain_seconds"]), f"{made['stored']} of {made['stored_of']}",
-                     pct(cells[0]), f"{pct(cells[1])} (lr {lr(chosen)})", pct(cells[2]), f"**{pct(cells[3])}**",
-                     f"{pct(at['precision'])} / {pct(at['coverage'])}"])
-    if len(runs) > 1:
-        means = [spread([c[i] for c in columns]) for i in range(4)]
-        rows.append(["mean ± sd", "", "", means[0], means[1], means[2], f"**{means[3]}**", ""])
-    return table(["seed", "pretraining (bf16, 2 AMX cores)", "dev places stored", "finetuned the reference way: dev",
-                  "recite: held-out (chosen rate)", "recite: held-out model, dev",
-                  "recite: final model (2,000 questions), dev",
-                  "final model at the held-out threshold: dev precision / coverage"], rows)
 
 
-def span_recite_epochs(results: Results) -> str:
-    """docs/results.md: how much span-corruption pretraining the recite finetuning needs: one row per position
-    variant and pretraining length (span_groups), its seeds side by side, and how many of the places the pretrained
-    model recalls (`reached`: probe_recall.py --predictions) each finetuning answers."""
-    groups = span_groups(results)
-
-    def cell(values: list[float], seeds: list[int]) -> str:
-        return _seeds_cell(values, seeds) if len(values) > 1 else pct(values[0])
-
-    rows = []
-    for (variant, epochs), runs in sorted(groups.items(), key=lambda item: (item[0][0] != "rope", item[0][1])):
-        seeds = [seed for seed, _ in runs]
-        made = [run["pretraining"] for _, run in runs]
-        recite = [run["recite"] for _, run in runs]
-        rates = sorted({r["chosen_learning_rate"] for r in recite})
-        rows.append([f"{variant}, {epochs}", ", ".join(map(str, seeds)),
-                     " / ".join(f"{m['pretrain_seconds'] / 60:.1f}" for m in made) + " min",
-                     " / ".join(str(m["stored"]) for m in made) + f" of {made[0]['stored_of']}",
-                     cell([run["final"]["dev"]["answers"]["accuracy"] for _, run in runs], seeds),
-                     cell([r["holdout"]["answers"]["accuracy"] for r in recite], seeds)
-                     + f" (lr {', '.join(map(lr, rates))})",
-                     f"**{cell([r['final']['dev']['answers']['accuracy'] for r in recite], seeds)}**",
-                     *(cell([run["reached"][way]["recalled"]["accuracy"] for _, run in runs], seeds)
-                       if all("reached" in run for _, run in runs) else "—" for way in ("reference", "recite"))])
-    return table(["positions, span-corruption epochs", "seeds", "pretraining (bf16, 2 AMX cores)", "dev places stored",
-                  "finetuned the reference way: dev", "recite: held-out (chosen rate)",
-                  "recite: final model (2,000 questions), dev", "of the stored places, right: the reference way",
-                  "of the stored places, right: reciting"], rows)
 
 
 
@@ -1175,11 +992,9 @@ def presets(results: Results) -> str:
 
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
-    demo, demo_amx, demo_mixing, preset_best_selection, heldout_selection_cpu,
-    shape_frontier, mixed_frontier, recitation, recitation_rates, span_answers, span_continue, final_questions,
-    reference_size, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops,
-    bench_seeds_cpu, confidence_span, confidence_span_learned, span_recite, span_recite_epochs, presets,
-    miss_split,
+    demo, demo_amx, demo_mixing, preset_best_selection, heldout_selection_cpu, shape_frontier, mixed_frontier,
+    recitation, recitation_rates, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops, bench_seeds_cpu,
+    confidence_span, confidence_span_learned, presets, miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
     name: spec_table(name, spec) for name, spec in yaml.safe_load(SPECS.read_text()).items()}

@@ -27,7 +27,6 @@ from docs_tables import (  # noqa: E402
     FRONTIER_LEARNED,
     FRONTIER_RUNS,
     Results,
-    by_seed,
     cpu_group,
     dev_of,
     faithful,
@@ -36,8 +35,6 @@ from docs_tables import (  # noqa: E402
     handout_bars,
     recitation_runs,
     recitation_source,
-    span_made,
-    span_study,
 )
 from matplotlib.figure import Figure  # noqa: E402
 from records import train_minutes as minutes  # noqa: E402
@@ -115,7 +112,17 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
     on held-out training questions, last with spans of the recitation, at 4 x 128 and at the reference size."""
     results = Results(folder)
     recitation = recitation_runs(results)
-    spans = span_study(results)["continue_recitation"]["runs"]
+    frontier = {rec["name"]: rec["facts"] for rec in results.records("cpu_fp32_mixed_frontier")}
+
+    def span_stored(rec: dict) -> float:
+        """% of probed dev places a span-answers model's pretraining stored: its own run's, or the frontier run's it
+        re-evaluated."""
+        if "pretrained_run" in rec["facts"]:
+            made = frontier[rec["facts"]["pretrained_run"]]
+            return 100 * made["probe_recall"] / made["probe_found"]
+        made = rec["facts"]["answer_from_recitation"]["run"]
+        return 100 * made["stored"] / made["stored_of"]
+
     out: dict[str, list[tuple[str, list[float], list[float]]]] = {}
     for variant, recipes in RECITE_RECIPES.items():
         made = [rec["facts"] for rec in faithful(results, "pretraining") if rec["variant"] == variant]
@@ -132,10 +139,10 @@ def stored_and_answered(folder: Path = RESULTS) -> dict[str, list[tuple[str, lis
             sources = [recitation_source(results, run) for run in runs]
             rows.append((label, [100 * s["probe_recall"] / s["probe_found"] for s in sources],
                          [run["dev"]["accuracy"] for run in runs]))
-        span_runs = sorted(by_seed(spans, variant).items())
-        made = [span_made(results, variant, seed) for seed, _ in span_runs]
-        rows.append(("span answers\n150 ep., 4×128", [100 * m["stored"] / m["stored_of"] for m in made],
-                     [run["dev"]["continue_recitation"]["accuracy"] for _, run in span_runs]))
+        spans = [rec for rec in results.records("cpu_fp32_span_answers")
+                 if rec["variant"] == variant and rec["facts"]["epochs"] == 150 and "dev" in rec["scores"]]
+        rows.append(("span answers\n150 ep., 4×128", [span_stored(rec) for rec in spans],
+                     [rec["scores"]["dev"]["accuracy"] for rec in spans]))
         reference_size = [flat(r) for r in results.records("cpu_fp32_reference_size") if r["variant"] == variant]
         for epochs in sorted({r["epochs"] for r in reference_size}):  # a group per budget, its seeds as dots
             runs = [r for r in reference_size if r["epochs"] == epochs]
