@@ -139,6 +139,10 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "all": lambda values: "" if all(values) else when_not(),
     "seed_names": lambda seeds: "" if seeds == [[s] for s in range(len(seeds))] else
     f", seeds {', '.join(str(s[0]) for s in seeds)}",  # named when they are not 0, 1, 2, ...
+    "range": lambda values: f"{min(values):.0f}–{max(values):.0f}", "dots": " · ".join,
+    "hours": lambda seconds: f"{seconds / 3600:.1f}",
+    "hours_range": lambda seconds: f"{min(seconds) / 3600:.1f}–{max(seconds) / 3600:.1f}",
+    "cores": lambda text: text.split(" cores")[0],  # '2 AMD EPYC' of '2 AMD EPYC cores under KVM ...'
     "family": lambda text: short_hardware(text) + (f", family {found[1]}" if (found := re.search(r"family (\d+)", text))
                                                     else ""),  # two EPYC generations: family 26 steps ~1.5x as fast
     "machine": lambda text: re.sub(r", (no )?AMX$", "", short_hardware(text)),  # '2 CPU cores', '1 H100'
@@ -289,9 +293,11 @@ def selected(results: Results, query: dict) -> list[dict]:
 
 def named(results: Results, query: dict) -> dict | Group:
     """Records a literal-rows table names: `name` one record of the study, `names` a Group of them (in that order),
-    else a Group of the records its `where` selects (and whose `has` template has its fields). `join: {as, study,
-    by}` puts beside each record the record of that study its facts[by] names (None where it names none); `compute`
-    adds fields to each."""
+    else a Group of the records its `where` selects (and whose `has` template has its fields); `notes: true` the
+    study's notes. `join: {as, study, by}` puts beside each record the record of that study its facts[by] names
+    (None where it names none); `compute` adds fields to each."""
+    if query.get("notes"):  # the study's own notes: its top-level keys but the records
+        return {key: value for key, value in results[query["study"]].items() if key != "records"}
     found = selected(results, query)
     if "name" in query or "names" in query:
         by_name = {rec["name"]: rec for rec in found}
@@ -647,45 +653,8 @@ def recitation_rates(results: Results) -> str:
 # ---------------------------------------------------------------------------------------------------- timings
 
 
-def timings(results: Results) -> str:
-    light = results["light_cpu"]
-    light_runs = {r["name"]: r["scores"] for r in results.records("light_cpu")}
-    ref20 = cpu_runs(results)["reference-e20/learned-causal-seed0"]
-    h100 = [rec["seconds"]["pretrain_loop"] for rec in faithful(results, "pretraining")]
-    demos = []
-    amx_page = "[demo page](results-demo.md#make-demo-on-the-amx-xeon)"
-    for stem, shown in (("demo_cpu_no_amx", "README"), ("demo_cpu", amx_page)):
-        worlds = demo_worlds(results, stem)
-        wall = [w["seconds"]["demo"] for w in worlds]
-        demos.append(["`make demo`", "synthetic world, tiny model, rope",
-                      f"{short_hardware(worlds[0]['hardware'])}, fp32",
-                      f"{min(wall)}–{max(wall)} s ({len(wall)} world seeds)", shown])
-    return table(["run", "what", "hardware", "wall time", "dev"], [
-        *demos,
-        ["`make reproduce RECIPE=light`", "reference model, 10 epochs per stage: London, no pretraining, learned, "
-         f"rope; {light['note']}", "2 CPU cores, fp32", f"{light['total_seconds']:,.0f} s",
-         " · ".join(f"{n} {pct(r['dev']['accuracy'])}" for n, r in light_runs.items())],
-        ["20 epochs of the reference pretraining, learned", "reference model and hyperparameters", "2 CPU cores, fp32",
-         f"{ref20['seconds']['pretrain']:.0f} s + {ref20['seconds']['finetune']:.0f} s", pct(dev_of([ref20])[0])],
-        *cpu_projections(results),
-        ["`make reproduce`", "the faithful recipe's pretraining (650 epochs), per variant and seed", "1 H100",
-         f"{min(h100):.0f}–{max(h100):.0f} s", "above"],
-    ])
 
 
-def cpu_projections(results: Results) -> list[list[str]]:
-    """The faithful pretraining on a CPU, projected from today's loop's timed steps in
-    experiments/benchmarks/bench_gpu.py, one
-    row per CPU (its runs' range): no CPU run of it has finished."""
-    hours: dict[str, list[float]] = {}
-    for rec in (rec for run in bench_runs(results, "bench_fast_path_cpu", "run") for rec in run):
-        if rec["facts"]["bench_variant"].startswith("today"):
-            cores = rec["hardware"].split(" cores")[0]  # e.g. "2 AMD EPYC"
-            hours.setdefault(f"{cores} cores, {rec['facts']['cpu']}, fp32", []).append(
-                rec["facts"]["projected_full_pretraining_s"] / 3600)
-    return [["`make reproduce` on a CPU", "the faithful recipe's pretraining (650 epochs), projected from today's "
-             "loop's timed steps (experiments/benchmarks/bench_gpu.py)", machine,
-             f"{min(h):.1f}–{max(h):.1f} h" if len(h) > 1 else f"{h[0]:.1f} h", "—"] for machine, h in hours.items()]
 
 
 # ---------------------------------------------------------------------------------------------------- performance
@@ -993,7 +962,7 @@ def presets(results: Results) -> str:
 
 CODED = (  # tables too particular for a query of tables.yaml: they join studies or compute across them
     demo, demo_amx, demo_mixing, preset_best_selection, heldout_selection_cpu, shape_frontier, mixed_frontier,
-    recitation, recitation_rates, timings, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops, bench_seeds_cpu,
+    recitation, recitation_rates, bench_gpu, gpu_flops, bench_fast_path_cpu, step_ops, bench_seeds_cpu,
     confidence_span, confidence_span_learned, presets, miss_split,
 )
 TABLES: dict[str, Callable[[Results], str]] = {f.__name__.replace("_", "-"): f for f in CODED} | {
