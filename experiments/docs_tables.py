@@ -381,8 +381,6 @@ def cpu_group(results: Results, name: str) -> list[dict]:
     return [rec for rec in results.records("accuracy_vs_compute_cpu") if rec["facts"].get("seed_group") == name]
 
 
-
-
 def dev_of(rows: list[dict]) -> list[float]:
     return [row["scores"]["dev"]["accuracy"] for row in rows]
 
@@ -468,38 +466,6 @@ FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
                         "… 150 epochs on the AMD EPYC, learned positions, seed 2"]
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def handout_bars(results: Results) -> dict[str, dict]:
     """The handout's bars by model (anchors.json): {'learned': {'accuracy': 15.0, 'split': 'dev'}, ...}."""
     return {rec["name"]: rec["facts"]["handout_bar"] for rec in results.records("anchors")
@@ -507,8 +473,6 @@ def handout_bars(results: Results) -> dict[str, dict]:
 
 
 # ---------------------------------------------------------------------------------------------------- the H100
-
-
 
 
 def preset_best_selection(results: Results) -> str:
@@ -552,12 +516,6 @@ def heldout_selection_cpu(results: Results) -> str:
                      minutes(run["selection_seconds"])])
     return table(["model (`--preset cpu-fast`)", "seed", "held-out exact match (%) per finetuning lr, chosen in bold",
                   "dev at the chosen lr", "selection"], rows)
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------------------------------------------- CPU, no AMX
@@ -646,17 +604,6 @@ def recitation_rates(results: Results) -> str:
     return table(["model (as above)", *(f"lr {lr(rate)}" for rate in rates), "chosen"], rows)
 
 
-
-
-
-
-# ---------------------------------------------------------------------------------------------------- timings
-
-
-
-
-
-
 # ---------------------------------------------------------------------------------------------------- performance
 
 
@@ -690,8 +637,6 @@ def bench_gpu(results: Results) -> str:
                   f"{r['projected_full_pretraining_s']:.0f} s"] for r in (rec["facts"] for rec in call)]
     return table(["call", "GPU", "variant", "steps/s", "useful tokens/s", "vs the call's first (per model)",
                   "GPU util.", "loss (last tenth)", "650 epochs (projected)"], rows)
-
-
 
 
 def gpu_flops(results: Results) -> str:
@@ -784,22 +729,6 @@ def bench_seeds_cpu(results: Results) -> str:
                  [[what, f"{wall:.1f} s", f"×{separate / wall:.2f}",
                    f"— (one seed run twice: {twice:.3g})" if not i else f"{diff:.3g}"]
                   for i, (what, wall, diff) in enumerate(ways)])
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------------------------------------------- confidence
@@ -901,14 +830,6 @@ def span_groups(results: Results) -> dict[tuple[str, int], list[tuple[int, dict]
     for rec in (rec for stem in ("confidence_cpu_span", "span_recite_epochs_cpu") for rec in results.records(stem)):
         groups.setdefault((rec["variant"], rec["facts"]["epochs"]), []).append((rec["seeds"][0], span_run(rec)))
     return {key: sorted(runs, key=lambda pair: pair[0]) for key, runs in groups.items()}
-
-
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------------------------------------------- misses
