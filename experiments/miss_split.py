@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import records
-from docs_tables import miss_table
+from docs_tables import TABLES, Results
 
 from data_scripts import DataFileError, load_qa_tsv
 from modeling_chargpt.answering import asked_person, recitation_limit
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
                                      facts={"predictions": path, "misses_answered": found["misses_answered"]}))
     study = {"what": opts.name or "dev misses by kind of question", "block_size": BLOCK_SIZE, "kinds": list(KINDS),
              "answers": list(ANSWERS), "records": records.check(models, "--predictions")}
-    print(miss_table(study))
+    print(TABLES["miss-split"](Results(studies={"miss_split_cpu": study})))
     if opts.out:
         records.write(Path(opts.out), models, **{k: v for k, v in study.items() if k != "records"})
 

@@ -21,21 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from docs_tables import (  # noqa: E402
-    FRONTIER_150,
-    FRONTIER_150_LEARNED,
-    FRONTIER_LEARNED,
-    FRONTIER_RUNS,
-    Results,
-    cpu_group,
-    dev_of,
-    faithful,
-    fast_path,
-    flat,
-    handout_bars,
-    recitation_runs,
-    recitation_source,
-)
+from docs_tables import Results, flat  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from records import train_minutes as minutes  # noqa: E402
 
@@ -52,6 +38,66 @@ CITED = [
     ("learned, --preset cpu-fast --weight_decay 0.3", "learned, --weight_decay 0.3", "tab:red"),
     ("learned, --preset cpu-fast", "learned (220 epochs)", "tab:orange"),
 ]
+
+
+# ---------------------------------------------------------------------------------------------------- lookups
+# (the runs the figures draw; tables.yaml's summary rows name the same ones)
+
+
+def frontier_runs(results: Results, stem: str) -> list[dict]:
+    """The frontier runs of a study (a probes study's facts.part 'frontier'; every run of one without parts), flat."""
+    return [flat(rec) for rec in results.records(stem) if rec["facts"].get("part", "frontier") == "frontier"]
+
+
+def recitation_runs(results: Results) -> dict[str, dict]:
+    """The `--recite True` finetunings of cpu_fp32_recitation.json by name, flat (its seed check left out)."""
+    return {rec["name"]: flat(rec) for rec in results.records("cpu_fp32_recitation") if "part" not in rec["facts"]}
+
+
+def recitation_source(results: Results, run: dict) -> dict:
+    """The pretraining record a recitation run finetuned: a run of its `pretrained_results` file (the mixed-frontier
+    runs by default, else the shape-probe frontier runs), or that run's snapshot."""
+    stem = run.get("pretrained_results", "cpu_fp32_mixed_frontier")
+    runs = frontier_runs(results, stem)
+    source = next(r for r in runs if r["name"] == run["pretrained_run"])
+    return source["snapshot"] if run.get("snapshot") else source
+
+
+def cpu_group(results: Results, name: str) -> list[dict]:
+    """The records of a seed group of accuracy_vs_compute_cpu.json, in seed order."""
+    return [rec for rec in results.records("accuracy_vs_compute_cpu") if rec["facts"].get("seed_group") == name]
+
+
+def dev_of(rows: list[dict]) -> list[float]:
+    return [row["scores"]["dev"]["accuracy"] for row in rows]
+
+
+def fast_path(results: Results, part: str) -> dict:
+    """The record of one stage of faithful_h100_fast_path.json (facts.part), flat."""
+    return flat(next(rec for rec in results.records("faithful_h100_fast_path") if rec["facts"]["part"] == part))
+
+
+def faithful(results: Results, part: str, series: str | None = None) -> list[dict]:
+    """The records of one stage of faithful_h100.json (facts.part), of one finetuning series ('rope, lr 2e-4, CPU')."""
+    return [rec for rec in results.records("faithful_h100") if rec["facts"]["part"] == part
+            and (series is None or rec["facts"]["series"] == series)]
+
+
+# the CPU frontier's runs (cpu_fp32_recitation.json, one per seed): their pretraining never saw the held-out questions
+FRONTIER_RUNS = ["… 76 epochs, 400 questions held out of pretraining", "… the same, seed 1", "… the same, seed 2"]
+FRONTIER_150 = ["… 150 epochs, 400 questions held out of pretraining", "… 150 epochs, seed 1", "… 150 epochs, seed 2"]
+# ... with learned positions at 76 epochs, one seed (Xeon)
+FRONTIER_LEARNED = ["… the same, learned positions"]
+# ... and with learned positions, fp32 on AMD EPYCs without AMX
+FRONTIER_150_LEARNED = ["… 150 epochs on the AMD EPYC, learned positions",
+                        "… 150 epochs on the AMD EPYC, learned positions, seed 1",
+                        "… 150 epochs on the AMD EPYC, learned positions, seed 2"]
+
+
+def handout_bars(results: Results) -> dict[str, dict]:
+    """The handout's bars by model (anchors.json): {'learned': {'accuracy': 15.0, 'split': 'dev'}, ...}."""
+    return {rec["name"]: rec["facts"]["handout_bar"] for rec in results.records("anchors")
+            if "handout_bar" in rec["facts"]}
 
 
 def load(folder: Path = RESULTS) -> tuple[Results, dict]:

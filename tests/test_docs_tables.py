@@ -17,6 +17,7 @@ import recipes
 from training import ModelArguments
 
 docs_tables = load_script("experiments/docs_tables.py")  # as it runs: its sibling records.py by that name
+plotting = load_script("experiments/plot_results.py")  # the figures' lookups of the runs the summary rows name
 BEST_SHAPE, BLOCK, DOCS, ROOT = docs_tables.BEST_SHAPE, docs_tables.BLOCK, docs_tables.DOCS, docs_tables.ROOT
 TABLES, Results, render, stale = docs_tables.TABLES, docs_tables.Results, docs_tables.render, docs_tables.stale
 
@@ -112,6 +113,31 @@ def test_a_literal_rows_table_names_records_computes_and_repeats_a_row_per_membe
         "| r0 | 1e-4 (first's rate) |", "| r2 | 3e-4 |"]  # r1 has no training time: no row
 
 
+def test_a_table_can_have_a_column_per_item_and_expressions_only_of_the_allowed_kinds(tmp_path):
+    """A column per rate (`for` cells) over a computed, sorted set; a row per item of an expression; a lambda and a
+    comprehension in `compute`; a study not written yet (miss_split.py prints one). Anything beyond the allowed
+    expressions (attributes, unknown names) ends the run naming the table."""
+    record = docs_tables.run_records.record
+    recs = [record(f"m{i}", seeds=[i], scores={"dev": {"correct": 1, "total": 2, "accuracy": 50.0}},
+                   facts={"by_rate": by_rate}) for i, by_rate in enumerate(({"1e-4": 10.0, "3e-4": 20.0},
+                                                                             {"3e-4": 30.0}))]
+    study = {"what": "a test study", "records": recs}
+    spec = {"records": {"runs": {"study": "s"}},
+            "compute": {"runs": "runs.members",
+                        "rates": "sorted({float(k) for r in runs for k in r['facts']['by_rate']})",
+                        "bold": "lambda text, yes: f'**{text}**' if yes else text"},
+            "header": ["model", {"for": "rates", "as": "r", "cell": "lr {r:lr}"}],
+            "rows": [{"each": "[(r['name'], {float(k): v for k, v in r['facts']['by_rate'].items()}) for r in runs]",
+                      "as": "row", "compute": {"best": "max(row[1].values())"},
+                      "cells": ["{row[0]}", {"for": "[bold(row[1][r], row[1][r] == best) if r in row[1] else '—' "
+                                                    "for r in rates]", "as": "c", "cell": "{c}"}]}]}
+    assert docs_tables.spec_table("t", spec)(Results(tmp_path, studies={"s": study})).splitlines() == [
+        "| model | lr 1e-4 | lr 3e-4 |", "| --- | --- | --- |", "| m0 | 10.0 | **20.0** |", "| m1 | — | **30.0** |"]
+    for sneaky in ("runs.__class__", "open('x')", "__import__('os')"):
+        with pytest.raises(SystemExit, match="table t"):
+            docs_tables.spec_table("t", {**spec, "compute": {"runs": sneaky}})(Results(tmp_path, studies={"s": study}))
+
+
 def test_every_table_is_shown_somewhere_and_an_unknown_one_is_named_with_its_line():
     used = {m["name"] for path in DOCS for m in BLOCK.finditer(path.read_text())}
     assert used == set(TABLES)
@@ -162,7 +188,7 @@ def test_a_run_with_its_own_hardware_and_precision_is_shown_so(tmp_path):
 
 
 def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_path):
-    FRONTIER_150_LEARNED = docs_tables.FRONTIER_150_LEARNED
+    FRONTIER_150_LEARNED = plotting.FRONTIER_150_LEARNED
 
     def learned_150(results: Results) -> dict:
         return next(r for r in headline_rows(results) if r["variant"].startswith("learned") and "(150 epochs)" in
@@ -187,7 +213,7 @@ def test_seeds_run_on_different_machines_show_each_machines_time_not_a_mean(tmp_
 
 @pytest.mark.parametrize("stem", ["demo_cpu_no_amx", "demo_cpu"])
 def test_the_demo_results_are_complete_runs(stem):
-    worlds = docs_tables.demo_worlds(Results(), stem)
+    worlds = [rec for rec in Results().records(stem) if rec["facts"]["part"] == "worlds"]
     assert [world["seeds"] for world in worlds] == [[0], [1], [2]]
     for world in worlds:
         assert f"--seed {world['seeds'][0]}" in world["facts"]["synthetic_args"]
@@ -345,8 +371,8 @@ def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
 def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_frontier_run_it_reevaluated():
     """Learned seeds re-evaluated with span answers keep their pretraining time where it was measured (the frontier
     run, cpu_fp32_mixed_frontier.json); a seed made by make recite SPAN=1 brings its own."""
-    FRONTIER_150_LEARNED = docs_tables.FRONTIER_150_LEARNED
-    recitation_source = docs_tables.recitation_source
+    FRONTIER_150_LEARNED = plotting.FRONTIER_150_LEARNED
+    recitation_source = plotting.recitation_source
 
     results = Results()
     row = next(r for r in headline_rows(results) if "span of the recitation" in r["recipe"]
@@ -357,7 +383,7 @@ def test_the_learned_span_row_takes_a_seeds_pretraining_from_its_own_run_or_the_
         if "pretrain" in rec["seconds"]:
             minutes.append(rec["seconds"]["pretrain"] / 60)
         else:
-            run = docs_tables.recitation_runs(results)[FRONTIER_150_LEARNED[seed]]
+            run = plotting.recitation_runs(results)[FRONTIER_150_LEARNED[seed]]
             minutes.append(recitation_source(results, run)["pretrain_seconds"] / 60)
     assert row["wall"] == "pretraining " + " / ".join(f"{m:.1f}" for m in minutes) + " min"
     assert all(f"{rec['scores']['dev']['accuracy']:.1f}" in row["dev"] for rec in learned.values())
@@ -398,7 +424,7 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
 
 
 def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
-    presets = docs_tables.presets
+    presets = TABLES["presets"]
 
     lines = presets(Results(RESULTS)).splitlines()
     best = next(line for line in lines if line.startswith("| [`best`](../recipes/best.yaml) |"))

@@ -9,6 +9,7 @@ import statistics
 
 import numpy as np
 import pytest
+import yaml
 from test_readme_commands import load as load_script
 
 # run as a script, plot_results.py finds its sibling docs_tables.py on its own folder's path
@@ -58,11 +59,12 @@ def test_the_plot_follows_the_json(tmp_path):
 
 def test_stored_and_answered_reads_every_seed_from_the_json():
     """The README's figure: the faithful models' probe (of 449) and dev scores, the recitation recipe's probe (of
-    471) and dev scores, seed by seed; its recipes are the ones docs_tables.py's summary rows name."""
-    tables = load_script("experiments/docs_tables.py")
-    FRONTIER_150 = tables.FRONTIER_150
-    FRONTIER_150_LEARNED = tables.FRONTIER_150_LEARNED
-    FRONTIER_RUNS = tables.FRONTIER_RUNS
+    471) and dev scores, seed by seed; its recipes are the ones the summary table of tables.yaml names."""
+    FRONTIER_150, FRONTIER_150_LEARNED = plotting.FRONTIER_150, plotting.FRONTIER_150_LEARNED
+    FRONTIER_RUNS, FRONTIER_LEARNED = plotting.FRONTIER_RUNS, plotting.FRONTIER_LEARNED
+    named = yaml.safe_load((RESULTS.parent / "experiments" / "tables.yaml").read_text())["summary"]["records"]
+    assert [named[alias]["names"] for alias in ("recite_76", "recite_150", "recite_76_learned", "recite_150_learned")] \
+        == [FRONTIER_RUNS, FRONTIER_150, FRONTIER_LEARNED, FRONTIER_150_LEARNED]
 
     assert [names for _, names in RECITE_RECIPES["rope"]] == [FRONTIER_RUNS, FRONTIER_150]
     assert RECITE_RECIPES["learned"][1][1] == FRONTIER_150_LEARNED
