@@ -63,6 +63,24 @@ def test_no_import_cycles():
     assert order.index("training.errors") < order.index("training.cli") < order.index("training")
 
 
+def test_the_product_imports_nothing_from_the_lab():
+    """experiments/ serves the research and the docs: the product (its packages and its three scripts) never imports
+    a module of it, nor edits sys.path to reach one."""
+    lab = {path.stem for path in (ROOT / "experiments").rglob("*.py")} | {"experiments", "benchmarks"}
+    product = [*module_files().values(), *(ROOT / s for s in ("train_pretrain.py", "train_finetune.py",
+                                                               "evaluate_birthplace.py"))]
+    assert {"records", "docs_tables", "run_experiments"} <= lab and len(product) >= 30  # the scan is not vacuous
+    found = []
+    for path in product:
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.name}: sys.path"] if "sys.path" in text else []
+        for node in ast.walk(ast.parse(text)):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.name}:{node.lineno}: {name}" for name in names if name.split(".")[0] in lab]
+    assert not found, found
+
+
 # Deferred on purpose: matplotlib draws one figure at the end of a run, and importing it at the top cost every
 # training process about half a second of start-up (tests and experiment scripts start many).
 DEFERRED = {"matplotlib", "matplotlib.pyplot"}
