@@ -56,8 +56,9 @@
 # documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several, e.g.
 # LM_SEEDS=0,1,2: one --seeds process trains them together); then for each seed the --recite rate chosen on the 400
 # held-out (answering with spans of the recitation, LM_EVAL_EXTRA), the final finetuning, dev and test, and the
-# held-out model's abstention threshold (issue 24). LM_HPARAMS are both stages' hyperparameters: the CPU run's
-# (`--preset cpu-fast` in fp32: batch 32, lr 2e-3, no dropout); LM_HPARAMS= LM_EPOCHS=300 takes the reference's
+# held-out model's abstention threshold (issue 24). LM_HPARAMS are both stages' hyperparameters: recipes/best.yaml's
+# (`--preset best`, as `make best` runs it; its run_experiments column finetunes plainly, `--recite False`, as
+# make best's does); LM_HPARAMS= LM_EPOCHS=300 takes the reference's
 #   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's
 #      selection, abstention, predictions and logs; with LM_EVAL_EXTRA= the held-out and final models answer
 #      again, in span/ with --answer_from_recitation True, in span-cont/ with --continue_recitation True too),
@@ -122,7 +123,7 @@ RECITE=(experiments/select_finetune_lr.py --model_name_or_path "$FULL_MODEL" --d
         --learning_rates "$RECITE_RATES" --final --extra "--recite True $FULL_EXTRA")
 
 LM_EPOCHS=${LM_EPOCHS:-50}  # the CPU run's; with the reference's hyperparameters 300 is about 650 epochs' time
-LM_HPARAMS=${LM_HPARAMS---preset cpu-fast --mixed_precision no}  # both stages' (train_*.py flags; empty: reference)
+LM_HPARAMS=${LM_HPARAMS---preset best}  # both stages' (train_*.py flags; empty: the reference's)
 LM_EVAL_EXTRA=${LM_EVAL_EXTRA---answer_from_recitation True --continue_recitation True}  # the rate choice's answers
 LM_VARIANT=${LM_VARIANT:-rope}  # rope or learned
 LM_SEEDS=${LM_SEEDS:-0}  # comma-separated; several pretrain together in one --seeds process (the fast path)
@@ -136,7 +137,7 @@ recite_lm_cmd() {  # RECITE_LM, with the speed flags chosen for one seed (FULL_P
   fi
   RECITE_LM=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
              --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
-             --extra "${LM_HPARAMS:+$LM_HPARAMS }$FULL_EXTRA" "${stack[@]}"
+             --extra "${LM_HPARAMS:+$LM_HPARAMS }$FULL_EXTRA" --finetune_extra "--recite False" "${stack[@]}"
              --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA${speed:+ $speed}")
 }
 recite_lm_cmd

@@ -193,15 +193,15 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert split.split_only and split.model_name_or_path is None
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
-    # the reference-size run of 2 CPU cores (results/cpu_fp32_reference_size.json): 50 epochs of --preset cpu-fast
-    # in fp32, both stages; the rate chosen on answers from spans of the recitation and its continuation
+    # the reference-size run of 2 CPU cores (results/cpu_fp32_reference_size.json): 50 epochs of recipes/best.yaml,
+    # both stages; the rate chosen on answers from spans of the recitation and its continuation
     assert (opts.variants, opts.fast_path, opts.pretrain_epochs) == ("rope", "on", 50)
-    assert opts.extra.startswith("--preset cpu-fast --mixed_precision no ")
+    assert opts.extra.startswith("--preset best ")
     assert "--objective language_modeling --mixed_qa_format recite" in opts.pretrain_extra
     assert f"--mixed_qa_corpus_path {split.out_dir}/split/train.tsv" in opts.pretrain_extra
     chosen = select.parse_args(lm_select_cmd[2:])
     assert chosen.out_dir.startswith(f"{split.out_dir}/") and chosen.final and "--recite True" in chosen.extra
-    assert chosen.extra.startswith("--preset cpu-fast --mixed_precision no ")
+    assert chosen.extra.startswith("--preset best ")
     assert chosen.eval_extra == "--answer_from_recitation True --continue_recitation True"
     assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)  # the split pretraining left out
     assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
@@ -249,6 +249,36 @@ def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answ
     assert opts.pretrain_epochs == 300 and "--preset" not in opts.extra + opts.pretrain_extra
     chosen = load("experiments/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
     assert "--preset" not in chosen.extra and "--recite True" in chosen.extra and not chosen.eval_extra
+
+
+def test_gpu_session_recite_lm_runs_recipes_best_as_make_best_does(tmp_path):
+    """recite_lm is `make best` on a GPU: every value its pretraining and its --recite finetunings resolve to is what
+    `recite_recipe.py --recipe best` resolves to (paths, the rate it chooses and checkpointing aside), and its
+    run_experiments column finetunes plainly, as make best's does."""
+    from training import parse_args
+
+    *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out")})
+    opts = load("experiments/run_experiments.py").build_parser().parse_args(lm_cmd[2:])
+    chosen = load("experiments/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
+    recipe = load("experiments/recite_recipe.py")
+    best = recipe.build_parser().parse_args(["--data_dir", "d", "--recipe", "best"])
+    both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(best))
+    required = ["--pretrain_corpus_path", "w", "--output_dir", "x"]
+    scripts = {"pretrain": (load("train_pretrain.py"), [*required, "--mixed_qa_corpus_path", "q"]),
+               "finetune": (load("train_finetune.py"), [*required, "--finetune_corpus_path", "t",
+                                                       "--model_name_or_path", "m"])}
+
+    def settings(stage: str, flags: list[str]) -> list[dict]:
+        script, given = scripts[stage]
+        flags = [f for i, f in enumerate(flags) if "--mixed_qa_corpus_path" not in flags[max(i - 1, 0):i + 1]]
+        return [{k: v for k, v in vars(part).items() if k not in ("preset", "checkpointing_steps", "learning_rate")}
+                for part in parse_args(script.build_parser(), [*given, *flags], stage=stage)]
+
+    epochs = ["--num_train_epochs", str(opts.pretrain_epochs)]
+    assert settings("pretrain", [*shlex.split(opts.extra), *shlex.split(opts.pretrain_extra), *epochs]) == settings(
+        "pretrain", [*both, *pretrain, "--num_train_epochs", str(recipe.settled(best).pretrain_epochs)])
+    assert settings("finetune", shlex.split(chosen.extra)) == settings("finetune", [*both, "--recite", "True"])
+    assert "--preset best" in opts.extra and opts.finetune_extra == "--recite False"
 
 
 def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_together(tmp_path):
