@@ -20,7 +20,7 @@ import re
 import statistics
 import string
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import records as run_records
@@ -302,7 +302,7 @@ def compute(expression: str, row: dict) -> object:
             return {target.id: item}
         return {k: v for t, i in zip(target.elts, item, strict=True) for k, v in bind(t, i).items()}
 
-    def scopes(generators: list, scope: dict):  # noqa: ANN202 - the scopes of a comprehension, in order
+    def scopes(generators: list, scope: dict) -> Iterator[dict]:  # a comprehension's scopes, in order
         if not generators:
             yield scope
             return
@@ -316,8 +316,8 @@ def compute(expression: str, row: dict) -> object:
 
 
 def flat(rec: dict) -> dict:
-    """A record as one flat dict (its facts, NAME_seconds and scores beside name and hardware), for the tables
-    that join studies in code."""
+    """A record as one flat dict (its facts, NAME_seconds and scores beside name and hardware), for the expressions
+    of tables.yaml that join studies and for the figures."""
     return {"hardware": rec["hardware"], "variant": rec["variant"], "flags": rec["flags"],
             "seed": (rec["seeds"] or [None])[0], "seeds": rec["seeds"], **rec["facts"],
             "name": rec["facts"].get("display_name", rec["name"]),
