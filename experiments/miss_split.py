@@ -112,9 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     models = []
     for label, path in zip(labels, opts.predictions, strict=True):
         found = split(questions, Path(path).read_text(encoding="utf-8").splitlines())
-        scores = {kind: {"correct": c["right"], "total": c["questions"],
-                         "accuracy": round(100 * c["right"] / c["questions"], 1) if c["questions"] else 0.0}
-                  for kind, c in found["kinds"].items()}
+        scores = {kind: records.score(c["right"], c["questions"]) for kind, c in found["kinds"].items()}
         models.append(records.record(label, recipe=opts.name or "", scores=scores, command=command,
                                      date=datetime.date.today().isoformat(),
                                      facts={"predictions": path, "misses_answered": found["misses_answered"]}))

@@ -39,6 +39,11 @@ def record(name: str, **values: object) -> dict:
     return {"name": name, **empty, **values}
 
 
+def score(correct: int, total: int) -> dict:
+    """A record's score over `total` questions, as every study writes it (0.0 for none)."""
+    return {"correct": correct, "total": total, "accuracy": round(100 * correct / total, 1) if total else 0.0}
+
+
 def train_minutes(rec: dict) -> float:
     """Pretraining + finetuning wall minutes of a run record (0 for one that trained nothing, answering London)."""
     return rec["seconds"].get("train", 0.0) / 60

@@ -40,9 +40,8 @@ def vote(answers: list[list[str]]) -> list[str]:
     return voted
 
 
-def agreement(answers: list[list[str]], gold: list[str]) -> list[dict]:
+def agreement(answers: list[list[str]], voted: list[str], gold: list[str]) -> list[dict]:
     """Questions (and right answers of the vote) by how many seeds gave the voted answer, most first."""
-    voted = vote(answers)
     found: dict[int, dict[str, int]] = {}
     for i, answer in enumerate(voted):
         backers = sum(a[i] == answer for a in answers)
@@ -52,16 +51,21 @@ def agreement(answers: list[list[str]], gold: list[str]) -> list[dict]:
     return [found[backers] for backers in sorted(found, reverse=True)]
 
 
-def score(answers: list[str], gold: list[str]) -> dict:
-    right = sum(a == g for a, g in zip(answers, gold, strict=True))
-    return {"correct": right, "total": len(gold), "accuracy": round(100 * right / len(gold), 1)}
+def right(answers: list[str], gold: list[str]) -> dict:
+    return records.score(sum(a == g for a, g in zip(answers, gold, strict=True)), len(gold))
 
 
 def read(paths: list[str]) -> list[list[str]]:
+    """Each file's answers, one per line; a missing or undecodable file ends the run in one line."""
+    found = []
     for path in paths:
-        if not Path(path).is_file():
-            raise SystemExit(f"error: {path}: file not found")
-    return [Path(path).read_text(encoding="utf-8").splitlines() for path in paths]
+        try:
+            found.append(Path(path).read_text(encoding="utf-8").splitlines())
+        except FileNotFoundError:
+            raise SystemExit(f"error: {path}: file not found") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise SystemExit(f"error: {path}: cannot read it as UTF-8 text ({err})") from None
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,11 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(answers[0]) != len(gold):
         raise SystemExit(f"error: {opts.predictions[0]}: {len(answers[0])} predictions for {len(gold)} dev questions")
     voted = vote(answers)
-    members = [{"predictions": path, **score(a, gold)} for path, a in zip(opts.predictions, answers, strict=True)]
+    members = [{"predictions": path, **right(a, gold)} for path, a in zip(opts.predictions, answers, strict=True)]
     reached = sum(any(a[i] == g for a in answers) for i, g in enumerate(gold))
-    facts: dict = {"members": members, "agreement": agreement(answers, gold),
-                   "any_seed_right": {"correct": reached, "total": len(gold),
-                                      "accuracy": round(100 * reached / len(gold), 1)}}
+    facts: dict = {"members": members, "agreement": agreement(answers, voted, gold),
+                   "any_seed_right": records.score(reached, len(gold))}
     if opts.write_predictions:
         written = {"dev": voted}
         if opts.test_predictions:
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
             facts[f"{split}_predictions"] = str(path)
     command = shlex.join(["python", "experiments/seed_vote.py", *(sys.argv[1:] if argv is None else argv)])
     rec = records.record(opts.name, recipe="several seeds as one answer (a vote)", seeds=opts.seeds,
-                         scores={"dev": score(voted, gold)}, command=command,
+                         scores={"dev": right(voted, gold)}, command=command,
                          date=datetime.date.today().isoformat(), facts=facts)
     best = max(members, key=lambda s: s["correct"])
     print(f"{opts.name}: dev {rec['scores']['dev']['accuracy']:.1f}% by vote of {len(answers)}; best member "

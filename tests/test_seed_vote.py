@@ -55,6 +55,9 @@ def test_bad_input_is_one_line(tmp_path):
         vote.main([*base, str(a), str(tmp_path / "missing.dev.predictions")])
     with pytest.raises(SystemExit, match="one file per --predictions file"):
         vote.main([*base, str(a), str(a), "--test_predictions", str(a)])
+    (tmp_path / "latin1.dev.predictions").write_bytes("Zürich\n".encode("latin-1"))
+    with pytest.raises(SystemExit, match=r"latin1.dev.predictions: cannot read it as UTF-8 text"):
+        vote.main([*base, str(a), str(tmp_path / "latin1.dev.predictions")])
     (tmp_path / "birth_dev.tsv").write_text("Where was Ann Lee born?\tParis\nno tab here\n")
     with pytest.raises(SystemExit, match=r"^error: .*birth_dev.tsv:2: "):
         vote.main([*base, str(a), str(a)])
