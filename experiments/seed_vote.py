@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--test_predictions", nargs="+", help="The same seeds' test predictions, in the same order.")
     parser.add_argument("--name", required=True, help="The record's name (unique in --out).")
     parser.add_argument("--seeds", nargs="*", type=int, default=[], help="The members' seeds, for the record.")
+    parser.add_argument("--hardware", default="", help="Where the members ran (the vote itself only reads files).")
     parser.add_argument("--write_predictions", help="Write the vote's answers to PREFIX.dev.predictions (and "
                         "PREFIX.test.predictions).")
     parser.add_argument("--out", help="Add the record to this study.")
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
             facts[f"{split}_predictions"] = str(path)
     command = shlex.join(["python", "experiments/seed_vote.py", *(sys.argv[1:] if argv is None else argv)])
     rec = records.record(opts.name, recipe="several seeds as one answer (a vote)", seeds=opts.seeds,
-                         scores={"dev": right(voted, gold)}, command=command,
+                         hardware=opts.hardware, scores={"dev": right(voted, gold)}, command=command,
                          date=datetime.date.today().isoformat(), facts=facts)
     best = max(members, key=lambda s: s["correct"])
     print(f"{opts.name}: dev {rec['scores']['dev']['accuracy']:.1f}% by vote of {len(answers)}; best member "

@@ -22,13 +22,14 @@ def test_the_majority_answers_and_a_tie_goes_to_the_first_file(tmp_path, capsys)
     out = tmp_path / "vote.json"
     argv = ["--data_dir", str(tmp_path), "--name", "three", "--seeds", "0", "1", "2", "--predictions", *map(str, files),
             "--test_predictions", *(str(f).replace(".dev.", ".test.") for f in files),
-            "--write_predictions", str(tmp_path / "voted"), "--out", str(out)]
+            "--write_predictions", str(tmp_path / "voted"), "--out", str(out), "--hardware", "2 cores"]
     vote.main(argv)
     # Paris (2 of 3), Rome (2 of 3), Lima (no majority: the first file's), Oslo (2 of 3): all four right
     assert (tmp_path / "voted.dev.predictions").read_text() == "Paris\nRome\nLima\nOslo\n"
     assert (tmp_path / "voted.test.predictions").read_text() == "Bern\nRome\nLima\nOslo\n"
     (rec,) = json.loads(out.read_text())["records"]
     assert rec["scores"]["dev"] == {"correct": 4, "total": 4, "accuracy": 100.0} and rec["seeds"] == [0, 1, 2]
+    assert rec["hardware"] == "2 cores"
     assert [m["correct"] for m in rec["facts"]["members"]] == [3, 2, 2]
     assert rec["facts"]["agreement"] == [{"backers": 2, "questions": 3, "right": 3},
                                          {"backers": 1, "questions": 1, "right": 1}]
