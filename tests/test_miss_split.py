@@ -34,10 +34,19 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
     assert a["scores"]["place not in the person's line"] == {"correct": 0, "total": 1, "accuracy": 0.0}
     assert a["scores"]["place ends past the recitation limit"]["correct"] == 0
     assert a["scores"]["place in the line, within the recitation limit"] == {"correct": 1, "total": 2, "accuracy": 50.0}
+    assert a["scores"]["place ends past the block"] == {"correct": 0, "total": 1, "accuracy": 0.0}  # Rome at 134
     assert a["scores"]["name in other people's lines too"]["correct"] == 1  # Ann Lee, in Di Ray's line
     assert a["facts"]["misses_answered"] == {"nothing": 1, "a wrong span of the line": 1, "words not in the line": 1}
     printed = capsys.readouterr().out
     assert "| all | 4 | 1 (25.0%) | 4 (100.0%) | 62.5% |" in printed and a["facts"]["predictions"] == str(first)
+    split.main(["--data_dir", str(tmp_path), "--predictions", str(second), "--out", str(out),
+                "--recitation_chars", "140"])  # models that recite 140 characters: Rome is within their limit
+    study = json.loads(out.read_text())
+    assert study["recitation_chars"] == 140
+    assert study["records"][0]["scores"]["place in the line, within the recitation limit"]["total"] == 3
+    assert study["records"][0]["scores"]["place ends past the recitation limit"]["total"] == 0
+    with pytest.raises(SystemExit, match="--recitation_chars 0: a positive number"):
+        split.main(["--data_dir", str(tmp_path), "--predictions", str(second), "--recitation_chars", "0"])
     with pytest.raises(SystemExit, match="--labels: 2 distinct names"):
         split.main(["--data_dir", str(tmp_path), "--predictions", str(first), str(second), "--labels", "a", "a"])
     with pytest.raises(SystemExit, match="3 predictions for 4 dev questions"):
