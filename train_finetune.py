@@ -127,14 +127,16 @@ def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, c
     return SeedStack.build(make_model, seeds), tokenizers[seeds[0]]
 
 
-def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -> dict[str, bool]:
+def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -> dict[str, bool | int]:
     """How the saved model answers beyond its format (answering.py's decoding choices): the flags given, else the
     preset's choice (a reciting model only). Refused in one line where the format cannot answer that way."""
     given = {name: value for name, value in vars(decoding).items() if value is not None}
     if not data_args.recite:
-        if any(given.values()):
-            raise UsageError(f"--{next(n for n, v in given.items() if v)} True needs --recite True: only a model "
-                             "that recites has a recitation to take the answer from")
+        default = AnsweringSettings()
+        changed = [(name, value) for name, value in given.items() if value != getattr(default, name)]
+        if changed:
+            raise UsageError(f"--{changed[0][0]} {changed[0][1]} needs --recite True: only a model that recites has "
+                             "a recitation to answer from")
         return {}
     chosen = {**{k: v for k, v in EVALUATION.get(preset, {}).items() if k in DECODING_CHOICES}, **given}
     try:

@@ -160,9 +160,11 @@ def greedy_until_mask(
     cache_implementation: str = "static",
     desc: str = "generating",
     forbid_mask: bool = False,
+    num_beams: int = 1,
 ) -> list[str]:
     """Greedy-decode up to `max_new_tokens` characters after each prompt; each text ends at the next MASK (with
-    `forbid_mask`, MASK is never chosen and every text runs to `max_new_tokens`).
+    `forbid_mask`, MASK is never chosen and every text runs to `max_new_tokens`). With `num_beams` > 1, beam search
+    instead: the most probable text of the beams (`generate`'s length-normalised beam score), in a growing cache.
 
     Prompts are sorted by length so each left-padded batch wastes little; correct position ids make every row equal
     to its prompt decoded alone. The static (preallocated) KV cache writes each new key in place instead of growing
@@ -182,7 +184,8 @@ def greedy_until_mask(
             do_sample=False,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=mask_id,
-            cache_implementation=cache_implementation,
+            num_beams=num_beams,
+            cache_implementation=cache_implementation if num_beams == 1 else None,
             suppress_tokens=[mask_id] if forbid_mask else None,
             # on a GPU, generate() compiles the forward for a static cache in every process (12 s before the first
             # batch on an H200, then CUDA graphs per batch shape): more than a whole eager evaluation of this model
@@ -217,10 +220,11 @@ def recite(
     names: Sequence[str],
     batch_size: int = 128,
     show_progress: bool = True,
+    num_beams: int = 1,
 ) -> list[str]:
     """Each name followed by what the model recites about the person, up to its MASK and at most
     `recitation_limit(block_size)` characters in all: the context a `--recite True` model answers from
-    (`predict_birthplaces(model, tokenizer, recite(...))`)."""
+    (`predict_birthplaces(model, tokenizer, recite(...))`). Greedy, or the best of `num_beams` beams."""
     limit = model_recitation_limit(model.config)
     recited = [""] * len(names)
     by_length: dict[int, list[int]] = {}
@@ -230,7 +234,7 @@ def recite(
         if length >= limit:
             continue
         texts = greedy_until_mask(model, tokenizer, [names[i] for i in idx], batch_size, limit - length,
-                                  show_progress=False)
+                                  show_progress=False, num_beams=num_beams)
         for i, text in zip(idx, texts, strict=True):
             recited[i] = text
     return [name[:limit] + text for name, text in zip(names, recited, strict=True)]
@@ -438,6 +442,9 @@ class AnsweringSettings:
         "With --answer_from_recitation: a recitation cut at its limit (3/4 of the block) is continued, MASK "
         "forbidden, and the spans reaching into the continuation compete too, each scored as 'recitation MASK span "
         "MASK' (the finetuning rows of long lines)."))
+    recitation_beams: int = _decoding(1, (
+        "A reciting model (--recite True) recites by beam search with this many beams and answers after the most "
+        "probable recitation, not the greedy one (1: greedy, as measured in the reference recipes)."))
     max_new_tokens: int = 32
     abstain_below: float | None = None
     abstention: dict | None = None
@@ -466,6 +473,10 @@ class AnsweringSettings:
     def check(self) -> None:
         if self.answer_from_recitation and self.answer_format != "recite":
             raise QuestionError("answer_from_recitation needs a model finetuned to recite (answer_format='recite')")
+        if self.recitation_beams != 1 and self.answer_format != "recite":
+            raise QuestionError("recitation_beams needs a model finetuned to recite (answer_format='recite')")
+        if self.recitation_beams < 1:
+            raise QuestionError(f"recitation_beams {self.recitation_beams}: at least 1 (1 is greedy)")
         if self.continue_recitation and not self.answer_from_recitation:
             raise QuestionError("--continue_recitation True only changes --answer_from_recitation True; give both")
         if self.abstain_below is not None and not 0 < self.abstain_below < 1:
@@ -515,7 +526,8 @@ def answer_questions(
     show_progress: bool = True,
 ) -> Answers:
     """Answer `questions` in the model's format (`settings`); with `score`, also the probability of each answer
-    (and of each recitation). Greedy throughout: the same answers whatever the batch size."""
+    (and of each recitation). Greedy throughout, unless `settings.recitation_beams` > 1: then the same answers
+    whatever the batch size, up to rounding, which may reorder two beams of equal score."""
     names = recitations = None
     contexts = list(questions)  # what each answer follows
     if settings.answer_format == "recite":
@@ -524,7 +536,8 @@ def answer_questions(
             bad = questions[names.index(None)]
             raise QuestionError(f"{bad!r} is not 'Where was NAME born?' or a name: this model recites what it read "
                                 "about NAME before it answers (answer_format='recite')")
-        contexts = recitations = recite(model, tokenizer, names, batch_size, show_progress)
+        contexts = recitations = recite(model, tokenizer, names, batch_size, show_progress,
+                                        num_beams=settings.recitation_beams)
     if settings.answer_from_recitation:
         more = (continue_recitations(model, tokenizer, recitations, batch_size, show_progress)
                 if settings.continue_recitation else None)

@@ -161,6 +161,30 @@ def test_batched_recitation_and_answer_equal_decoding_each_name_alone():
     assert all(len(c) <= recitation_limit(32) and c.startswith(n) for c, n in zip(contexts, names, strict=True))
 
 
+def test_beam_recitations_are_each_names_best_beam_and_a_decoding_choice():
+    """--recitation_beams K: each recitation is the best of K beams for the name decoded alone (what `generate`
+    returns first), which is not always the greedy one; 1 is greedy, and a setting below 1 or on a model that does
+    not recite is a one-line error."""
+    from modeling_chargpt.answering import AnsweringSettings, QuestionError
+
+    model = mask_prone_model()
+    names = ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ann L", "Ek Bo"]
+    beams = recite(model, TOKENIZER, names, batch_size=3, show_progress=False, num_beams=3)
+    limit, mask = recitation_limit(32), TOKENIZER.mask_token_id
+    for name, recitation in zip(names, beams, strict=True):
+        ids = torch.tensor([TOKENIZER.encode_text(name)])
+        out = model.generate(ids, max_new_tokens=limit - len(name), do_sample=False, num_beams=3, eos_token_id=mask,
+                             pad_token_id=TOKENIZER.pad_token_id)[0, ids.shape[1]:].tolist()
+        alone = out[: out.index(mask)] if mask in out else out
+        assert recitation == name + "".join(TOKENIZER.itos[t] for t in alone)
+    assert beams != recite(model, TOKENIZER, names, batch_size=3, show_progress=False)  # not the greedy ones
+    assert recite(model, TOKENIZER, names, show_progress=False, num_beams=1) == one_by_one(model, names)[0]
+    with pytest.raises(QuestionError, match="recitation_beams 0: at least 1"):
+        AnsweringSettings(answer_format="recite", recitation_beams=0).check()
+    with pytest.raises(QuestionError, match="recitation_beams needs a model finetuned to recite"):
+        AnsweringSettings(recitation_beams=2).check()
+
+
 def test_a_reciting_models_confidence_is_that_of_its_whole_greedy_output():
     """Records of a reciting model score everything it generated: the recitation after the name, the MASK that ended
     it (not the one appended after a recitation cut at the limit), the answer and its closing MASK, each as one
