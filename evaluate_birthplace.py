@@ -134,9 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings.check()
         except QuestionError as err:
             raise UsageError(str(err)) from None
-        default = AnsweringSettings()
-        kept = {name: getattr(settings, name) for name in DECODING_CHOICES
-                if name not in chosen and getattr(settings, name) != getattr(default, name)}
+        kept = AnsweringSettings.departures({name: getattr(settings, name) for name in DECODING_CHOICES
+                                             if name not in chosen})
         if kept:
             logger.info("%s answers as it saved: %s", args.model_name_or_path,
                         ", ".join(f"{name}={value}" for name, value in kept.items()))

@@ -132,11 +132,11 @@ def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -
     preset's choice (a reciting model only). Refused in one line where the format cannot answer that way."""
     given = {name: value for name, value in vars(decoding).items() if value is not None}
     if not data_args.recite:
-        default = AnsweringSettings()
-        changed = [(name, value) for name, value in given.items() if value != getattr(default, name)]
+        changed = AnsweringSettings.departures(given)
         if changed:
-            raise UsageError(f"--{changed[0][0]} {changed[0][1]} needs --recite True: only a model that recites has "
-                             "a recitation to answer from")
+            name, value = next(iter(changed.items()))
+            raise UsageError(f"--{name} {value} needs --recite True: only a model that recites has a recitation to "
+                             "answer from")
         return {}
     chosen = {**{k: v for k, v in EVALUATION.get(preset, {}).items() if k in DECODING_CHOICES}, **given}
     try:

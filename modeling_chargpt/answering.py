@@ -462,6 +462,12 @@ class AnsweringSettings:
     def saved(config) -> bool:
         return bool(getattr(config, "answering", None))
 
+    @classmethod
+    def departures(cls, choices: dict[str, typing.Any]) -> dict[str, typing.Any]:
+        """The `choices` that differ from the defaults (what changes how a model answers)."""
+        default = cls()
+        return {name: value for name, value in choices.items() if value != getattr(default, name)}
+
     def to_config(self) -> dict:
         """What `config.answering` holds (answer_format stays the config's own field)."""
         return {k: v for k, v in asdict(self).items() if k != "answer_format"}

@@ -173,6 +173,8 @@ def test_finetuning_flags_save_span_answers_without_a_preset(world, tmp_path, ca
     answering = json.loads((best / "config.json").read_text())["answering"]
     assert (answering["answer_from_recitation"], answering["continue_recitation"]) == (True, False)
     bad = {("--answer_from_recitation", "True"): "error: --answer_from_recitation True needs --recite True",
+           ("--recitation_beams", "4"): "error: --recitation_beams 4 needs --recite True",
+           ("--recite", "True", "--recitation_beams", "0"): "error: recitation_beams 0: at least 1",
            ("--recite", "True", "--continue_recitation", "True"):
                "error: --continue_recitation True only changes --answer_from_recitation True"}
     for flags, line in bad.items():
