@@ -45,6 +45,14 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
     assert study["recitation_chars"] == 140
     assert study["records"][0]["scores"]["place in the line, within the recitation limit"]["total"] == 3
     assert study["records"][0]["scores"]["place ends past the recitation limit"]["total"] == 0
+    assert study["records"][0]["scores"]["place ends past the block"]["total"] == 1  # Rome ends at 134 of 128
+    split.main(["--data_dir", str(tmp_path), "--predictions", str(second), "--out", str(out), "--block_size", "160"])
+    study = json.loads(out.read_text())  # a 160 block holds Rome (134), its default limit (120) does not
+    assert (study["block_size"], study["recitation_chars"]) == (160, 120)
+    assert study["records"][0]["scores"]["place ends past the block"]["total"] == 0
+    assert study["records"][0]["scores"]["place ends past the recitation limit"]["total"] == 1
+    with pytest.raises(SystemExit, match="--block_size 0: a positive number"):
+        split.main(["--data_dir", str(tmp_path), "--predictions", str(second), "--block_size", "0"])
     with pytest.raises(SystemExit, match="--recitation_chars 0: a positive number"):
         split.main(["--data_dir", str(tmp_path), "--predictions", str(second), "--recitation_chars", "0"])
     with pytest.raises(SystemExit, match="--labels: 2 distinct names"):
