@@ -7,9 +7,10 @@ wiki.txt line, and each model's misses split by what it answered.
 The kinds (`kinds_for`): the place is not in the person's line (nothing to recite it from); it is, and first ends within
 the recitation limit (96 characters of a 128 block, or `--recitation_chars`), or past it (a recitation is cut before
 it), or even past the block (128 characters, or `--block_size`: no pretraining row of plain documents or recitations
-reaches it); and, across those, a name that occurs in other people's lines too. Every place of the real data is one word. A miss is an empty answer,
-a wrong span of the person's line (it recited, then chose or copied wrongly), or words that are not in the line.
-Several prediction files (seeds) are one column each, then their mean. Reads files only: no model is loaded.
+reaches it); and, across those, a name that occurs in other people's lines too. Every place of the real data is one
+word. A miss is an empty answer, a wrong span of the person's line (it recited, then chose or copied wrongly), or words
+that are not in the line. Several prediction files (seeds) are one column each, then their mean. Reads files only: no
+model is loaded.
 """
 
 from __future__ import annotations
