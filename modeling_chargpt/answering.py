@@ -17,7 +17,10 @@ saved beside a finetuned model, imports it relatively and answers where this pac
 - with ``continue_recitation``, a recitation cut at `recitation_limit` ("... diplomat born in Ma") is continued
   (MASK forbidden) to the block's end, and the spans reaching into the continuation compete too, each scored in its
   trained form ``recitation MASK span MASK`` (the finetuning rows of long lines are ``document[:limit] MASK answer
-  MASK``).
+  MASK``);
+- with ``skip_name_words``, a span made only of words of the asked name is no candidate (no person of dev was born in
+  a word of their own name; 2 of the 2,000 training people were), and a recitation that then has none, because it
+  stopped at a mention of the name ("John Thorne. John Thorne"), is recited on (`recite_on`) and answered from that.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ __all__ = [
     "recitation_spans",
     "recitation_text",
     "recite",
+    "recite_on",
     "score_answers",
     "score_recitations",
     "score_rows",
@@ -226,18 +230,28 @@ def recite(
     `recitation_limit(block_size)` characters in all: the context a `--recite True` model answers from
     (`predict_birthplaces(model, tokenizer, recite(...))`). Greedy, or the best of `num_beams` beams."""
     limit = model_recitation_limit(model.config)
-    recited = [""] * len(names)
+    recited = _decode_to_limit(model, tokenizer, names, batch_size, show_progress, "reciting", num_beams=num_beams)
+    return [name[:limit] + text for name, text in zip(names, recited, strict=True)]
+
+
+def _decode_to_limit(model: CharGPTForCausalLM, tokenizer: CharTokenizer, prompts: Sequence[str], batch_size: int,
+                     show_progress: bool, desc: str, **decoding: typing.Any) -> list[str]:
+    """What the model decodes after each prompt (`greedy_until_mask` with `decoding`), up to
+    `recitation_limit` characters in all; "" after a prompt at the limit. Prompts of one length decode together, so
+    no row runs past the limit."""
+    limit = model_recitation_limit(model.config)
+    texts = [""] * len(prompts)
     by_length: dict[int, list[int]] = {}
-    for i, name in enumerate(names):  # names of one length decode together: no row runs past the limit
-        by_length.setdefault(len(name), []).append(i)
-    for length, idx in tqdm(sorted(by_length.items()), desc="reciting", disable=not show_progress):
+    for i, prompt in enumerate(prompts):
+        by_length.setdefault(len(prompt), []).append(i)
+    for length, idx in tqdm(sorted(by_length.items()), desc=desc, disable=not show_progress):
         if length >= limit:
             continue
-        texts = greedy_until_mask(model, tokenizer, [names[i] for i in idx], batch_size, limit - length,
-                                  show_progress=False, num_beams=num_beams)
-        for i, text in zip(idx, texts, strict=True):
-            recited[i] = text
-    return [name[:limit] + text for name, text in zip(names, recited, strict=True)]
+        decoded = greedy_until_mask(model, tokenizer, [prompts[i] for i in idx], batch_size, limit - length,
+                                    show_progress=False, **decoding)
+        for i, text in zip(idx, decoded, strict=True):
+            texts[i] = text
+    return texts
 
 
 WORD = re.compile(r"\w[\w'.-]*\w|\w")  # "St.-Louis", "O'Hara", "Mumbai": punctuation at a word's edge is left out
@@ -255,6 +269,19 @@ def recitation_spans(name: str, recitation: str, max_words: int = 3) -> list[tup
                 break
             spans.append((recitation[words[first][0]:words[last][1]], words[last][1]))
     return spans
+
+
+def recite_on(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    recitations: Sequence[str],
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[str]:
+    """Each recitation that stopped before `recitation_limit`, recited on from where it stopped, greedy and MASK
+    forbidden, to the limit (as `recite` would have gone on had the model not said MASK); the others as they are."""
+    more = _decode_to_limit(model, tokenizer, recitations, batch_size, show_progress, "reciting on", forbid_mask=True)
+    return [recitation + text for recitation, text in zip(recitations, more, strict=True)]
 
 
 def continue_recitations(
@@ -287,18 +314,21 @@ def answer_from_recitation(
     batch_size: int = 128,
     show_progress: bool = True,
     continuations: Sequence[str] | None = None,
+    skip_name_words: bool = False,
 ) -> tuple[list[str], list[str | None]]:
     """(recitation cut after the chosen span, span) per question: the span of the model's own recitation whose whole
     output ``recitation[:end] MASK span MASK`` it finds most probable, spans shorter than `max_chars` (the longest
     answer greedy decoding gives, `--max_new_tokens`) only. With `continuations` (`continue_recitations`), spans of
     ``recitation + continuation`` that end past the recitation are scored as ``recitation MASK span MASK`` and keep
     the recitation whole. Where no span fits the block (or the recitation holds no word after the name), the
-    recitation stays whole and the span is None: the caller answers those the usual way."""
+    recitation stays whole and the span is None: the caller answers those the usual way. With `skip_name_words`, a
+    span whose words are all words of the name is no candidate."""
     rows, owners = [], []
     continuations = continuations or [""] * len(recitations)
     for i, (name, recitation, more) in enumerate(zip(names, recitations, continuations, strict=True)):
+        name_words = set(WORD.findall(name)) if skip_name_words else set()
         for span, end in recitation_spans(name, recitation + more, max_words):
-            if len(span) >= max_chars:
+            if len(span) >= max_chars or (name_words and set(WORD.findall(span)) <= name_words):
                 continue
             end = min(end, len(recitation))  # a span reaching into the continuation answers after the whole cut
             try:
@@ -445,6 +475,10 @@ class AnsweringSettings:
     recitation_beams: int = _decoding(1, (
         "A reciting model (--recite True) recites by beam search with this many beams and answers after the most "
         "probable recitation, not the greedy one (1: greedy, as measured in the reference recipes)."))
+    skip_name_words: bool = _decoding(False, (
+        "With --answer_from_recitation: a span made only of words of the asked name is never the answer; a "
+        "recitation left without another span (it stopped at a mention of the name) is recited on, greedy and MASK "
+        "forbidden, to its limit, and the spans of that text compete."))
     max_new_tokens: int = 32
     abstain_below: float | None = None
     abstention: dict | None = None
@@ -485,6 +519,8 @@ class AnsweringSettings:
             raise QuestionError(f"recitation_beams {self.recitation_beams}: at least 1 (1 is greedy)")
         if self.continue_recitation and not self.answer_from_recitation:
             raise QuestionError("--continue_recitation True only changes --answer_from_recitation True; give both")
+        if self.skip_name_words and not self.answer_from_recitation:
+            raise QuestionError("--skip_name_words True only changes --answer_from_recitation True; give both")
         if self.abstain_below is not None and not 0 < self.abstain_below < 1:
             raise QuestionError(f"abstain_below {self.abstain_below}: must be a probability between 0 and 1 "
                                 "(exclusive)")
@@ -545,12 +581,21 @@ def answer_questions(
         contexts = recitations = recite(model, tokenizer, names, batch_size, show_progress,
                                         num_beams=settings.recitation_beams)
     if settings.answer_from_recitation:
-        more = (continue_recitations(model, tokenizer, recitations, batch_size, show_progress)
-                if settings.continue_recitation else None)
-        recitations, spans = answer_from_recitation(model, tokenizer, names, recitations,
-                                                    max_chars=settings.max_new_tokens, batch_size=batch_size,
-                                                    show_progress=show_progress, continuations=more)
-        contexts = recitations  # each cut right after its chosen span
+        def spans_of(names: list[str], recitations: list[str]) -> tuple[list[str], list[str | None]]:
+            more = (continue_recitations(model, tokenizer, recitations, batch_size, show_progress)
+                    if settings.continue_recitation else None)
+            return answer_from_recitation(model, tokenizer, names, recitations, max_chars=settings.max_new_tokens,
+                                          batch_size=batch_size, show_progress=show_progress, continuations=more,
+                                          skip_name_words=settings.skip_name_words)
+
+        cut, spans = spans_of(names, recitations)
+        limit = model_recitation_limit(model.config)
+        stuck = [i for i, span in enumerate(spans) if span is None and len(recitations[i]) < limit]
+        if settings.skip_name_words and stuck:  # stopped at the name: the text the model would have gone on with
+            longer = recite_on(model, tokenizer, [recitations[i] for i in stuck], batch_size, show_progress)
+            for i, kept, span in zip(stuck, *spans_of([names[i] for i in stuck], longer), strict=True):
+                cut[i], spans[i] = kept, span
+        contexts = recitations = cut  # each cut right after its chosen span
         free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
         decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], batch_size,
                                            settings.max_new_tokens, show_progress=False) if free else [])

@@ -271,7 +271,8 @@ def test_a_decoding_choice_is_declared_once_in_answering_and_every_entry_point_o
     itself: a new way to decode is a field and its branch of `answer_questions`, in one file."""
     from modeling_chargpt import answering, pipeline_chargpt
 
-    assert answering.DECODING_CHOICES == ("answer_from_recitation", "continue_recitation", "recitation_beams")
+    assert answering.DECODING_CHOICES == ("answer_from_recitation", "continue_recitation", "recitation_beams",
+                                          "skip_name_words")
     root = Path(__file__).resolve().parents[1]
     for script in (train_finetune, evaluate_birthplace):
         actions = {a.dest: a for a in script.build_parser()._actions}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from modeling_chargpt.answering import (
     recitation_spans,
     recitation_text,
     recite,
+    recite_on,
     score_answers,
     score_recitations,
 )
@@ -341,6 +343,61 @@ def test_the_chosen_span_is_the_most_probable_whole_output():
         assert (span, kept) == (best[0], recitation[:best[1]])
     _, [short] = answer_from_recitation(model, TOKENIZER, names[:1], recitations[:1], max_chars=4, show_progress=False)
     assert short is not None and len(short) < 4  # --max_new_tokens bounds the span as it bounds a decoded answer
+
+
+def test_a_recitation_stopped_early_is_recited_on_without_mask_to_the_limit():
+    """recite_on: each recitation shorter than the limit goes on as generating it alone with MASK forbidden would, to
+    the limit exactly; one at the limit is left as it is."""
+    model = mask_prone_model()
+    recitations = recite(model, TOKENIZER, ["Ann Lee", "Bo Ek", "Paris Hilton", "Ann", "Ek Bo"], show_progress=False)
+    limit, mask = recitation_limit(32), TOKENIZER.mask_token_id
+    assert {len(r) == limit for r in recitations} == {True, False}  # both kinds are here
+    for recitation, longer in zip(recitations, recite_on(model, TOKENIZER, recitations, 2, False), strict=True):
+        assert len(longer) == limit and longer.startswith(recitation)
+        if len(recitation) < limit:
+            ids = torch.tensor([TOKENIZER.encode_text(recitation)])
+            out = model.generate(ids, max_new_tokens=limit - len(recitation), do_sample=False, eos_token_id=mask,
+                                 suppress_tokens=[mask], pad_token_id=TOKENIZER.pad_token_id)[0, ids.shape[1]:]
+            assert longer == recitation + "".join(TOKENIZER.itos[t] for t in out.tolist())
+        else:
+            assert longer == recitation
+
+
+def test_skip_name_words_never_answers_with_the_name_and_recites_on_where_only_the_name_was_recited(monkeypatch):
+    """--skip_name_words: no span made only of the asked name's words competes (the best of the others wins); a
+    recitation that then has no span, as one that stopped at a mention of the name, is recited on (`recite_on`) and
+    answered from that text; without the flag the name is the answer. It needs --answer_from_recitation."""
+    from modeling_chargpt import answering
+    from modeling_chargpt.answering import AnsweringSettings, QuestionError, answer_questions
+
+    torch.manual_seed(0)
+    config = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=96, n_layer=1, n_head=2, n_embd=16,
+                           position_embedding_type="rope", answer_format="recite")
+    model = CharGPTForCausalLM(config).eval()
+    recitation = "Ann Lee. Ann Lee was born in Lee or Oslo"
+    _, [plain] = answer_from_recitation(model, TOKENIZER, ["Ann Lee"], [recitation], show_progress=False)
+    cut, [span] = answer_from_recitation(model, TOKENIZER, ["Ann Lee"], [recitation], show_progress=False,
+                                         skip_name_words=True)
+    others = [c for c in recitation_spans("Ann Lee", recitation) if not set(c[0].split()) <= {"Ann", "Lee"}]
+    best = max(others, key=lambda c: whole_output_logprob(model, "Ann Lee", recitation[:c[1]], c[0]))
+    assert (span, cut) == (best[0], [recitation[:best[1]]])
+    candidates = recitation_spans("Ann Lee", recitation)
+    assert plain == max(candidates, key=lambda c: whole_output_logprob(model, "Ann Lee", recitation[:c[1]], c[0]))[0]
+
+    stopped = "Ann Lee. Ann Lee"  # what the model recites, MASK after the name
+    monkeypatch.setattr(answering, "recite", lambda *args, **kwargs: [stopped])
+    settings = AnsweringSettings(answer_format="recite", answer_from_recitation=True)
+    question = ["Where was Ann Lee born?"]
+    assert answer_questions(model, TOKENIZER, question, settings, show_progress=False).answers[0] in {"Ann", "Lee",
+                                                                                                     "Ann Lee"}
+    asked = answer_questions(model, TOKENIZER, question, replace(settings, skip_name_words=True), show_progress=False)
+    [longer] = recite_on(model, TOKENIZER, [stopped], show_progress=False)
+    cut, [span] = answer_from_recitation(model, TOKENIZER, ["Ann Lee"], [longer], show_progress=False,
+                                         skip_name_words=True)
+    assert len(longer) > len(stopped) and (asked.answers, asked.contexts) == ([span], cut)
+    assert span is not None and not set(span.split()) <= {"Ann", "Lee"}
+    with pytest.raises(QuestionError, match="--skip_name_words True only changes --answer_from_recitation True"):
+        AnsweringSettings(answer_format="recite", skip_name_words=True).check()
 
 
 def test_a_cut_recitation_is_continued_without_mask_and_its_spans_compete():
