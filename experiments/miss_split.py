@@ -67,11 +67,12 @@ ANSWERS: dict[str, Callable[[Question, str], bool]] = {
 }
 
 
-def read_questions(data_dir: Path) -> list[Question]:
-    """birth_dev.tsv's questions with their person's line (the first line holding the full name)."""
+def read_questions(data_dir: Path, questions_file: str = "birth_dev.tsv") -> list[Question]:
+    """birth_dev.tsv's questions (or `questions_file`'s) with their person's line (the first line holding the full
+    name)."""
     wiki = WikiIndex((data_dir / "wiki.txt").read_text(encoding="utf-8"), data_dir / "wiki.txt")
     questions = []
-    qa = load_qa_tsv(data_dir / "birth_dev.tsv")  # a malformed line is one DataFileError naming it
+    qa = load_qa_tsv(data_dir / questions_file)  # a malformed line is one DataFileError naming it
     for question, gold in zip(qa["question"], qa["answer"], strict=True):
         name = asked_person(question)
         lines = wiki.lines_with(name) if name else ()

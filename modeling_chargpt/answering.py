@@ -20,7 +20,9 @@ saved beside a finetuned model, imports it relatively and answers where this pac
   MASK``);
 - with ``skip_name_words``, a span made only of words of the asked name is no candidate (no person of dev was born in
   a word of their own name; 2 of the 2,000 training people were), and a recitation that then has none, because it
-  stopped at a mention of the name ("John Thorne. John Thorne"), is recited on (`recite_on`) and answered from that.
+  stopped at a mention of the name ("John Thorne. John Thorne"), is recited on (`recite_on`) and answered from that;
+- with ``first_of_pair``, a chosen span that is the second of a pair of capitalized words joined by a comma gives way
+  to the first ("Perth, Scotland": Perth), as the training answers nearly always do (`pair_first`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ __all__ = [
     "predict_birthplaces",
     "question_problem",
     "model_recitation_limit",
+    "pair_first",
     "recitation_limit",
     "recitation_spans",
     "recitation_text",
@@ -315,6 +318,7 @@ def answer_from_recitation(
     show_progress: bool = True,
     continuations: Sequence[str] | None = None,
     skip_name_words: bool = False,
+    first_of_pair: bool = False,
 ) -> tuple[list[str], list[str | None]]:
     """(recitation cut after the chosen span, span) per question: the span of the model's own recitation whose whole
     output ``recitation[:end] MASK span MASK`` it finds most probable, spans shorter than `max_chars` (the longest
@@ -322,16 +326,17 @@ def answer_from_recitation(
     ``recitation + continuation`` that end past the recitation are scored as ``recitation MASK span MASK`` and keep
     the recitation whole. Where no span fits the block (or the recitation holds no word after the name), the
     recitation stays whole and the span is None: the caller answers those the usual way. With `skip_name_words`, a
-    span whose words are all words of the name is no candidate."""
+    span whose words are all words of the name is no candidate; with `first_of_pair`, the chosen span gives way to
+    the first word of its pair (`pair_first`)."""
     rows, owners = [], []
     continuations = continuations or [""] * len(recitations)
-    for i, (name, recitation, more) in enumerate(zip(names, recitations, continuations, strict=True)):
-        name_words = set(WORD.findall(name)) if skip_name_words else set()
-        for span, end in recitation_spans(name, recitation + more, max_words):
-            if len(span) >= max_chars or (name_words and set(WORD.findall(span)) <= name_words):
+    texts = [recitation + more for recitation, more in zip(recitations, continuations, strict=True)]
+    name_words = [set(WORD.findall(name)) if skip_name_words else set() for name in names]
+    for i, (name, recitation) in enumerate(zip(names, recitations, strict=True)):
+        for span, end in recitation_spans(name, texts[i], max_words):
+            if len(span) >= max_chars or (name_words[i] and set(WORD.findall(span)) <= name_words[i]):
                 continue
-            end = min(end, len(recitation))  # a span reaching into the continuation answers after the whole cut
-            try:
+            try:  # a span reaching into the continuation answers after the whole cut
                 ids = tokenizer.encode_text(recitation[:end] + MASK_CHAR + span + MASK_CHAR)
             except UnknownCharacterError:
                 continue
@@ -343,8 +348,29 @@ def answer_from_recitation(
     for (i, span, end), score in zip(owners, scores, strict=True):
         if i not in best or score.logprob > best[i][0]:
             best[i] = (score.logprob, span, end)
+    if first_of_pair:
+        for i, (logprob, span, end) in best.items():
+            best[i] = (logprob, *pair_first(texts[i], span, end, len(names[i]), name_words[i]))
     cut = [recitations[i][:best[i][2]] if i in best else recitations[i] for i in range(len(recitations))]
     return cut, [best[i][1] if i in best else None for i in range(len(recitations))]
+
+
+_PAIR_FIRST = re.compile(r"\b([A-Z][\w'.-]*\w|[A-Z]), $")  # a capitalized word, then ", " where a span starts
+
+
+def pair_first(text: str, span: str, end: int, start: int = 0, not_words: set[str] | frozenset = frozenset()
+               ) -> tuple[str, int]:
+    """(span, end) moved to the first word of a pair of capitalized words joined by a comma ("Perth, Scotland" ->
+    Perth; "Cambridge, Massachusetts, USA" -> Cambridge), found in `text[start:]`; the same (span, end) where it is
+    not the second of such a pair or the first is one of `not_words`. The training answers in such pairs are nearly
+    always the first (experiments/pair_positions.py), but a model that read ", Scotland" after "Perth" finds it hard
+    to stop there."""
+    while span[:1].isupper():
+        pair = _PAIR_FIRST.search(text, start, end - len(span))
+        if pair is None or pair[1] in not_words:
+            break
+        span, end = pair[1], pair.end(1)
+    return span, end
 
 
 @dataclass(frozen=True)
@@ -475,6 +501,9 @@ class AnsweringSettings:
     recitation_beams: int = _decoding(1, (
         "A reciting model (--recite True) recites by beam search with this many beams and answers after the most "
         "probable recitation, not the greedy one (1: greedy, as measured in the reference recipes)."))
+    first_of_pair: bool = _decoding(False, (
+        "With --answer_from_recitation: where the chosen span is the second of a pair of capitalized words joined "
+        "by a comma ('Perth, Scotland'), the first is the answer, as it nearly always is in the training answers."))
     skip_name_words: bool = _decoding(False, (
         "With --answer_from_recitation: a span made only of words of the asked name is never the answer; a "
         "recitation left without another span (it stopped at a mention of the name) is recited on, greedy and MASK "
@@ -519,8 +548,9 @@ class AnsweringSettings:
             raise QuestionError(f"recitation_beams {self.recitation_beams}: at least 1 (1 is greedy)")
         if self.continue_recitation and not self.answer_from_recitation:
             raise QuestionError("--continue_recitation True only changes --answer_from_recitation True; give both")
-        if self.skip_name_words and not self.answer_from_recitation:
-            raise QuestionError("--skip_name_words True only changes --answer_from_recitation True; give both")
+        for name in ("skip_name_words", "first_of_pair"):
+            if getattr(self, name) and not self.answer_from_recitation:
+                raise QuestionError(f"--{name} True only changes --answer_from_recitation True; give both")
         if self.abstain_below is not None and not 0 < self.abstain_below < 1:
             raise QuestionError(f"abstain_below {self.abstain_below}: must be a probability between 0 and 1 "
                                 "(exclusive)")
@@ -586,7 +616,8 @@ def answer_questions(
                     if settings.continue_recitation else None)
             return answer_from_recitation(model, tokenizer, names, recitations, max_chars=settings.max_new_tokens,
                                           batch_size=batch_size, show_progress=show_progress, continuations=more,
-                                          skip_name_words=settings.skip_name_words)
+                                          skip_name_words=settings.skip_name_words,
+                                          first_of_pair=settings.first_of_pair)
 
         cut, spans = spans_of(names, recitations)
         limit = model_recitation_limit(model.config)

@@ -63,3 +63,17 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
     (tmp_path / "birth_dev.tsv").write_text("Where was Ann Lee born?\tParis\nno tab here\n")
     with pytest.raises(SystemExit, match=r"^error: .*birth_dev.tsv:2: "):
         split.main(["--data_dir", str(tmp_path), "--predictions", str(second)])
+
+
+def test_pair_positions_counts_places_that_are_first_or_second_of_a_comma_pair(tmp_path, capsys):
+    """experiments/pair_positions.py: what --first_of_pair answers by, counted over a question file."""
+    positions = load("experiments/pair_positions.py")
+    (tmp_path / "wiki.txt").write_text("\n".join([
+        "Ann Lee. Ann Lee was born in Perth, Scotland.", "Bo Kim. Bo Kim was born in Moulins, France.",
+        "Cy Doe. Cy Doe was born in Oslo, 1950.", "Di Ray. Di Ray was a sailor."]))
+    (tmp_path / "birth_places_train.tsv").write_text("Where was Ann Lee born?\tPerth\nWhere was Bo Kim born?\tFrance\n"
+                                                     "Where was Cy Doe born?\tOslo\nWhere was Di Ray born?\tLima\n")
+    positions.main(["--data_dir", str(tmp_path)])
+    assert json.loads(capsys.readouterr().out) == {"questions": 4, "first": 1, "second": 1}
+    with pytest.raises(SystemExit, match="birth_dev.tsv"):
+        positions.main(["--data_dir", str(tmp_path), "--questions", "birth_dev.tsv"])

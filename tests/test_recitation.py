@@ -21,6 +21,7 @@ from modeling_chargpt.answering import (
     answer_from_recitation,
     continue_recitations,
     greedy_until_mask,
+    pair_first,
     recitation_spans,
     recitation_text,
     recite,
@@ -398,6 +399,37 @@ def test_skip_name_words_never_answers_with_the_name_and_recites_on_where_only_t
     assert span is not None and not set(span.split()) <= {"Ann", "Lee"}
     with pytest.raises(QuestionError, match="--skip_name_words True only changes --answer_from_recitation True"):
         AnsweringSettings(answer_format="recite", skip_name_words=True).check()
+
+
+def test_first_of_pair_answers_the_first_of_a_comma_pair_of_capitalized_words(monkeypatch):
+    """--first_of_pair: the chosen span, where it is the second (or third) of capitalized words joined by commas,
+    gives way to the first, and the recitation is cut after it; anything else, a name word under --skip_name_words,
+    or a pair that starts inside the name, stays."""
+    text = "Ann Lee. Ann Lee (born 9 May 1905, Perth, Scotland, UK) lived in cambridge, Massachusetts"
+    def at(span: str) -> tuple[str, int]:
+        return span, text.index(span) + len(span)
+    assert pair_first(text, *at("Scotland"), 7) == pair_first(text, *at("UK"), 7) == at("Perth")
+    assert pair_first(text, *at("Perth"), 7) == at("Perth")  # "1905, Perth": not a pair of capitalized words
+    assert pair_first(text, *at("Massachusetts"), 7) == at("Massachusetts")  # "cambridge" is not capitalized
+    assert pair_first("Ann Lee. Lee, England", "England", 21, 7, {"Ann", "Lee"}) == ("England", 21)
+    assert pair_first("Ann Lee, England", "England", 16, 7) == ("England", 16)  # the pair starts in the name
+
+    from modeling_chargpt import answering
+    from modeling_chargpt.answering import AnswerScore
+
+    def longest_wins(model, tokenizer, rows, *args):  # a model that prefers the last span: "Norway" over "Oslo"
+        return [AnswerScore(float(len(ids)), 1.0) for ids, _ in rows]
+
+    monkeypatch.setattr(answering, "score_rows", longest_wins)
+    tokenizer = CharTokenizer.from_corpus("\n".join(DOCS) + ",")
+    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
+                                             n_embd=16, answer_format="recite"))
+    recitations = ["Bo Ek. Bo Ek was born in Oslo, Norway", "Bo Ek. Oslo"]
+    assert answer_from_recitation(model, tokenizer, ["Bo Ek"] * 2, recitations, show_progress=False) == (
+        recitations, ["Norway", "Oslo"])
+    assert answer_from_recitation(model, tokenizer, ["Bo Ek"] * 2, recitations, show_progress=False,
+                                  first_of_pair=True) == (["Bo Ek. Bo Ek was born in Oslo", "Bo Ek. Oslo"],
+                                                          ["Oslo", "Oslo"])
 
 
 def test_a_cut_recitation_is_continued_without_mask_and_its_spans_compete():
