@@ -36,11 +36,15 @@ def count(questions: list[Question]) -> dict[str, int]:
     return {"questions": len(questions), "first": positions.count("first"), "second": positions.count("second")}
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the questions.")
     parser.add_argument("--questions", default="birth_places_train.tsv", help="A question file of --data_dir.")
-    opts = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = build_parser().parse_args(argv)
     try:
         questions = read_questions(Path(opts.data_dir), opts.questions)
     except (DataFileError, OSError) as err:
