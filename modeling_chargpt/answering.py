@@ -18,9 +18,9 @@ saved beside a finetuned model, imports it relatively and answers where this pac
   (MASK forbidden) to the block's end, and the spans reaching into the continuation compete too, each scored in its
   trained form ``recitation MASK span MASK`` (the finetuning rows of long lines are ``document[:limit] MASK answer
   MASK``);
-- with ``skip_name_words``, a span made only of words of the asked name is no candidate (no person of dev was born in
-  a word of their own name; 2 of the 2,000 training people were), and a recitation that then has none, because it
-  stopped at a mention of the name ("John Thorne. John Thorne"), is recited on (`recite_on`) and answered from that;
+- with ``skip_name_words``, a span made only of words of the asked name is no candidate (a place is almost never a
+  word of its person's name), and a recitation that then has none, because it stopped at a mention of the name
+  ("John Thorne. John Thorne"), is recited on (`recite_on`) and answered from that;
 - with ``first_of_pair``, a chosen span that is the second of a pair of capitalized words joined by a comma gives way
   to the first ("Perth, Scotland": Perth), as the training answers nearly always do (`pair_first`).
 """
