@@ -620,12 +620,13 @@ def answer_questions(
                                           first_of_pair=settings.first_of_pair)
 
         cut, spans = spans_of(names, recitations)
-        limit = model_recitation_limit(model.config)
-        stuck = [i for i, span in enumerate(spans) if span is None and len(recitations[i]) < limit]
-        if settings.skip_name_words and stuck:  # stopped at the name: the text the model would have gone on with
-            longer = recite_on(model, tokenizer, [recitations[i] for i in stuck], batch_size, show_progress)
-            for i, kept, span in zip(stuck, *spans_of([names[i] for i in stuck], longer), strict=True):
-                cut[i], spans[i] = kept, span
+        if settings.skip_name_words:  # recitations stopped at the name: answered from what the model would go on with
+            limit = model_recitation_limit(model.config)
+            stuck = [i for i, span in enumerate(spans) if span is None and len(recitations[i]) < limit]
+            if stuck:
+                longer = recite_on(model, tokenizer, [recitations[i] for i in stuck], batch_size, show_progress)
+                for i, kept, span in zip(stuck, *spans_of([names[i] for i in stuck], longer), strict=True):
+                    cut[i], spans[i] = kept, span
         contexts = recitations = cut  # each cut right after its chosen span
         free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
         decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], batch_size,

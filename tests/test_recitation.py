@@ -399,6 +399,8 @@ def test_skip_name_words_never_answers_with_the_name_and_recites_on_where_only_t
     assert span is not None and not set(span.split()) <= {"Ann", "Lee"}
     with pytest.raises(QuestionError, match="--skip_name_words True only changes --answer_from_recitation True"):
         AnsweringSettings(answer_format="recite", skip_name_words=True).check()
+    with pytest.raises(QuestionError, match="--first_of_pair True only changes --answer_from_recitation True"):
+        AnsweringSettings(answer_format="recite", first_of_pair=True).check()
 
 
 def test_first_of_pair_answers_the_first_of_a_comma_pair_of_capitalized_words(monkeypatch):
