@@ -482,6 +482,10 @@ def _decoding(default: bool, help: str):
     return field(default=default, metadata={"help": help, "decoding": True})
 
 
+# the choices that only change span answers (--answer_from_recitation True)
+SPAN_ONLY = ("continue_recitation", "skip_name_words", "first_of_pair")
+
+
 @dataclass(frozen=True)
 class AnsweringSettings:
     """How a model answers, saved in its config (`config.answering`) so that whoever loads it answers as it was
@@ -536,8 +540,14 @@ class AnsweringSettings:
         return {k: v for k, v in asdict(self).items() if k != "answer_format"}
 
     def choosing(self, **choices: typing.Any) -> AnsweringSettings:
-        """These settings with the `choices` that are not None (a flag left out keeps what was saved)."""
-        return replace(self, **{name: value for name, value in choices.items() if value is not None})
+        """These settings with the `choices` that are not None (a flag left out keeps what was saved). Turning span
+        answers off turns off the saved choices that only change them, unless those are given too: a `--preset best`
+        model asked for its plain answers needs one flag, not four."""
+        chosen = {name: value for name, value in choices.items() if value is not None}
+        if chosen.get("answer_from_recitation") is False:
+            for name in SPAN_ONLY:
+                chosen.setdefault(name, False)
+        return replace(self, **chosen)
 
     def check(self) -> None:
         if self.answer_from_recitation and self.answer_format != "recite":
@@ -546,9 +556,7 @@ class AnsweringSettings:
             raise QuestionError("recitation_beams needs a model finetuned to recite (answer_format='recite')")
         if self.recitation_beams < 1:
             raise QuestionError(f"recitation_beams {self.recitation_beams}: at least 1 (1 is greedy)")
-        if self.continue_recitation and not self.answer_from_recitation:
-            raise QuestionError("--continue_recitation True only changes --answer_from_recitation True; give both")
-        for name in ("skip_name_words", "first_of_pair"):
+        for name in SPAN_ONLY:
             if getattr(self, name) and not self.answer_from_recitation:
                 raise QuestionError(f"--{name} True only changes --answer_from_recitation True; give both")
         if self.abstain_below is not None and not 0 < self.abstain_below < 1:

@@ -76,7 +76,8 @@ class BirthplaceQAPipeline(Pipeline):
             overrides["abstain_below"] = kwargs.pop("abstain_below")
         if kwargs:
             raise TypeError(f"{TASK} takes no argument {sorted(kwargs)[0]!r}")
-        settings = replace(self.settings, **overrides)
+        abstain = {"abstain_below": overrides.pop("abstain_below")} if "abstain_below" in overrides else {}
+        settings = replace(self.settings.choosing(**overrides), **abstain)  # None is a choice for abstain_below only
         settings.check()
         postprocess = {"details": details, "abstain_below": settings.abstain_below,
                        **({"wiki": _documents(documents)} if documents is not None else {})}
