@@ -405,9 +405,10 @@ def literal_rows(results: Results, spec: dict, context: dict) -> list[list[str]]
     return out
 
 
-# (layers, width, pretraining epochs) of --preset best: the model's default shape (training/arguments.py, not imported:
-# it would load torch) and the preset's epochs; tables.yaml's `best_shape`
-BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"])
+# (layers, width, pretraining epochs, block) of --preset best: the model's default shape and block (128;
+# training/arguments.py, not imported: it would load torch), the preset's epochs and block; tables.yaml's `best_shape`
+BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"],
+              PRESET_DEFAULTS["pretrain"]["best"].get("block_size", 128))
 # what each recipe file of recipes/ sets (training/presets.py reads them): tables.yaml's `recipes`
 RECIPES = {"defaults": PRESET_DEFAULTS, "evaluation": PRESET_EVALUATION, "needs": PRESET_NEEDS,
            "from_scratch": FROM_SCRATCH}

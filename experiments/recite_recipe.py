@@ -214,13 +214,18 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
 
 
 def span_flags(opts: argparse.Namespace, wrap: str | None = None) -> list[str]:
-    """The flags of --answer_from_recitation and --continue_recitation, which the evaluations and the finetuning (to
-    save them with the model) take alike (as the value of `wrap`, a script's pass-through flag)."""
+    """The flags of --answer_from_recitation and --continue_recitation, and with the first the recipe's other
+    answering settings (best: 4 beams and the two rules), which the evaluations and the finetuning (to save them with
+    the model) take alike (as the value of `wrap`, a script's pass-through flag): the rate is chosen for the way the
+    final model answers."""
     if not opts.answer_from_recitation:
         return []
     flags = ["--answer_from_recitation", "True"]
     if opts.continue_recitation:
         flags += ["--continue_recitation", "True"]
+    for name, value in recipes.load(opts.recipe)["evaluate"].items():
+        if name not in ("answer_from_recitation", "continue_recitation"):
+            flags += [f"--{name}", str(value)]
     return [wrap, " ".join(flags)] if wrap else flags
 
 

@@ -404,23 +404,25 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
                        run(2, 10, 7.5e-5, 61, epochs=60)]
     (tmp_path / "results" / "cpu_fp32_reference_size.json").write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
-    rows = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
+    *rows, best_row = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
     assert [r["dev"] for r in rows] == ["13.2 ± 1.4% (12.2 / 14.2)", "12.2% (61/500), seed 2"]
     assert [r["wall"] for r in rows] == ["pretraining 10.0 / 20.0 min", "pretraining 10.0 min"]
     assert [r["hardware"] for r in rows] == ["2 AMD EPYC cores, no AMX, fp32 (2 machines)",
                                              "2 AMD EPYC cores, no AMX, fp32"]  # each seed on its own machine
     assert "(lr 7.5e-5, 1.5e-4, chosen" in rows[0]["recipe"] and "(60 epochs)" in rows[1]["recipe"]
-    # --preset best is the 50-epoch recipe at the reference size; another budget is not the preset
-    assert rows[0]["recipe"].startswith("**`--preset best`**") and "preset" not in rows[1]["recipe"]
-    assert [r["how"] for r in rows] == ["--preset-best", "uncorrupted-documents-recitation-rows-in-pretraining"]
+    # --preset best now pretrains in block 160: these block-128 runs are not the preset, best_cpu.json's are
+    assert not any("preset" in r["recipe"] for r in rows) and best_row["recipe"].startswith("**`--preset best`**")
+    assert [r["how"] for r in rows] == ["uncorrupted-documents-recitation-rows-in-pretraining"] * 2
+    assert best_row["how"] == "--preset-best" and BEST_SHAPE[3] == 160
     assert BEST_SHAPE[:2] == (ModelArguments.n_layer, ModelArguments.n_embd)  # the model --preset best trains
     best = [line for line in front_rows(edited) if line.startswith("| [`--preset best`]")]  # on the front page
-    assert [line.split(" | ")[1:3] for line in best] == [["rope", "13.2 ± 1.4%, 2 seeds"]]
+    seeds = json.loads((RESULTS / "best_cpu.json").read_text())["records"]
+    dev = docs_tables.spread([r["scores"]["dev"]["accuracy"] for r in seeds])
+    assert [line.split(" | ")[1:3] for line in best] == [["rope", f"{dev}, {len(seeds)} seeds"]]
     table = TABLES["reference-size"](edited)
     assert "| rope, 4 × 256 (reference), seed 1 | 50 | 2 CPU cores, AMX |" in table
     assert "| rope, 4 × 256 (reference), seed 2 | 60 |" in table
-    assert sorted(stale(DOCS, edited)) == ["README.md: table front",
-                                           "docs/results-recitation.md: table recitation-chars-reference",
+    assert sorted(stale(DOCS, edited)) == ["docs/results-recitation.md: table recitation-chars-reference",
                                            "docs/results-recitation.md: table reference-size",
                                            "docs/results.md: table summary"]  # the 112 cut's table shows seed 0
 
@@ -431,7 +433,9 @@ def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
     lines = presets(Results(RESULTS)).splitlines()
     best = next(line for line in lines if line.startswith("| [`best`](../recipes/best.yaml) |"))
     assert "needs `--mixed_qa_corpus_path` (the training questions it recites" in best
-    assert best.endswith("| `--answer_from_recitation True`; `--continue_recitation True` |")
+    assert best.endswith("| `--answer_from_recitation True`; `--continue_recitation True`; `--recitation_beams 4`; "
+                         "`--skip_name_words True`; `--first_of_pair True` |")
+    assert "`--block_size 160`; `--recitation_chars 144`" in best
     assert next(line for line in lines if line.startswith("| [`cpu-fast`]")).endswith("| as the assignment |")
     assert [line.split("`")[1] for line in lines[2:] if line.startswith("| [`")] == list(recipes.names())
 

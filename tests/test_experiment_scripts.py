@@ -566,8 +566,9 @@ def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
 
 def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(monkeypatch):
     """`make best` = `recite_recipe.py --recipe best` into out/best unless told otherwise, the seeds and the variant
-    passed through; every value its stages resolve to is what results/cpu_fp32_reference_size.json's commands
-    (run before the recipes had files) resolved to, and its answers are theirs (from the recitation, continued)."""
+    passed through; every value its stages resolve to is what the block-160 commands of
+    results/recitation_chars_cpu.json resolved to, and its answers (the selection's and the final model's) are
+    those their final models were measured with: from the recitation, continued, 4 beams, both rules."""
     monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # as running the script puts its folder first
     recipe = _load_script("recite_recipe")
     parser = recipe.build_parser()
@@ -584,13 +585,18 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
         in command
     best = _stage_settings(recipe, parsed(command))
-    measured = json.loads((ROOT / "results" / "cpu_fp32_reference_size.json").read_text())["records"]
-    assert {run["facts"]["epochs"] for run in measured} == {50}
+    measured = [run for run in json.loads((ROOT / "results" / "recitation_chars_cpu.json").read_text())["records"]
+                if run["facts"]["part"] == "reference size, block 160"]
+    assert len(measured) >= 2
     for run in measured:
         assert _stage_settings(recipe, parsed(run["command"])) == best, run["command"]
-        ran, ours = recipe.settled(parsed(run["command"])), recipe.settled(parsed(command))
-        assert (ran.answer_from_recitation, ran.continue_recitation) == (ours.answer_from_recitation,
-                                                                         ours.continue_recitation) == (True, True)
+    answers = recipe.span_flags(recipe.settled(parsed(command)))
+    assert " ".join(answers) == ("--answer_from_recitation True --continue_recitation True --recitation_beams 4 "
+                                 "--skip_name_words True --first_of_pair True")
+    steps = recipe.commands(parsed(command))
+    selection = next(step for step in steps if step[1] == "experiments/select_finetune_lr.py" and "--final" in step)
+    assert selection[selection.index("--eval_extra") + 1] == " ".join(answers)  # the rate chosen as it answers
+    assert selection[selection.index("--extra") + 1].endswith(" ".join(answers))  # saved with the models
     assert _stage_settings(recipe, parsed("recite_recipe.py --data_dir d")) != best  # recite-cpu: 4 x 128, 76 epochs
     assert "--out_dir x " in planned("RECITE_OUT=x")
 

@@ -152,6 +152,7 @@ def test_a_best_preset_model_is_evaluated_as_it_saved_without_flags(world, tmp_p
         assert run_cli(evaluate_birthplace.main, argv) == 0
         return [json.loads(line)["answer"] for line in Path(f"{preds}.records.jsonl").read_text().splitlines()]
 
+    assert (answering["recitation_beams"], answering["skip_name_words"], answering["first_of_pair"]) == (4, True, True)
     saved = evaluate("saved")
     assert saved == evaluate("flags", "--answer_from_recitation", "True", "--continue_recitation", "True")
     # span answers off turns off what only changes them (continued recitations, the two rules): one flag, not four

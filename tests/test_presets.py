@@ -166,15 +166,18 @@ def settings(parsed):
 
 
 def test_best_preset_is_the_recipe_measured_at_the_reference_size():
-    """--preset best resolves to what experiments/recite_recipe.py ran for results/cpu_fp32_reference_size.json (its
-    recorded command's stage flags, the chosen rate of a seed), and the evaluation answers as that recipe's did."""
+    """--preset best resolves to what experiments/recite_recipe.py ran for the block-160 rows of
+    results/recitation_chars_cpu.json (a recorded command's stage flags, the chosen rate of a seed), and the evaluation
+    answers as their final models were measured (results/recitation_beams_cpu.json: 4 beams and both rules)."""
     recipe = load("experiments/recite_recipe.py")
-    runs = json.loads((Path(__file__).parents[1] / "results" / "cpu_fp32_reference_size.json").read_text())["records"]
+    found = Path(__file__).parents[1] / "results"
+    runs = [r for r in json.loads((found / "recitation_chars_cpu.json").read_text())["records"]
+            if r["facts"]["part"] == "reference size, block 160"]
     rate = DEFAULTS["finetune"]["best"]["learning_rate"]
     run = next(dict(r, **r["facts"]) for r in runs if r["facts"]["learning_rate"] == rate)  # a seed chose it
     opts = recipe.build_parser().parse_args(shlex.split(run["command"])[2:])
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
-    epochs = ["--num_train_epochs", str(opts.pretrain_epochs)]  # run_experiments.py --pretrain_epochs
+    epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]  # run_experiments.py --pretrain_epochs
     split = pretrain[pretrain.index("--mixed_qa_corpus_path") + 1]
     ran = {"pretrain": [*epochs, *both, *pretrain], "finetune": [*both, "--recite", "True", "--learning_rate",
                                                                  str(run["learning_rate"])]}
@@ -183,10 +186,17 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
                                                            else [])])
         measured = parse_script(stage, flags)
         assert settings(best) == settings(measured), stage
-    _, answers = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "d", "--preset", "best"],
-                            stage="evaluate")
-    assert (answers.answer_from_recitation, answers.continue_recitation) == (opts.answer_from_recitation,
-                                                                            opts.continue_recitation) == (True, True)
+        if stage == "pretrain":
+            assert next(part for part in best if hasattr(part, "block_size")).block_size == 160
+    finals = [r["command"] for r in json.loads((found / "recitation_beams_cpu.json").read_text())["records"]
+              if r["facts"]["model"] == "final" and r["facts"]["part"].endswith("--first_of_pair")]
+    assert finals
+    evaluation = evaluate_birthplace.build_parser()
+    _, answers = parse_args(evaluation, ["--eval_corpus_path", "d", "--preset", "best"], stage="evaluate")
+    for command in finals:
+        _, measured = parse_args(evaluation, shlex.split(command)[2:], stage="evaluate")
+        assert settings([answers]) == settings([measured]), command
+    assert (answers.recitation_beams, answers.skip_name_words, answers.first_of_pair) == (4, True, True)
 
 
 def test_best_preset_needs_the_questions_to_recite_and_leaves_other_presets_evaluation_as_the_assignments():
