@@ -166,15 +166,14 @@ def settings(parsed):
 
 
 def test_best_preset_is_the_recipe_measured_at_the_reference_size():
-    """--preset best resolves to what experiments/recite_recipe.py ran for the block-160 rows of
-    results/recitation_chars_cpu.json (a recorded command's stage flags, the chosen rate of a seed), and the evaluation
-    answers as their final models were measured (results/recitation_beams_cpu.json: 4 beams and both rules)."""
+    """--preset best resolves to what experiments/recite_recipe.py ran for results/best_cpu.json (a recorded
+    command's stage flags, the chosen rate of a seed), and the evaluation answers as its final models were measured
+    (results/recitation_beams_cpu.json: 4 beams and both rules)."""
     recipe = load("experiments/recite_recipe.py")
     found = Path(__file__).parents[1] / "results"
-    runs = [r for r in json.loads((found / "recitation_chars_cpu.json").read_text())["records"]
-            if r["facts"]["part"] == "reference size, block 160"]
+    runs = json.loads((found / "best_cpu.json").read_text())["records"]
     rate = DEFAULTS["finetune"]["best"]["learning_rate"]
-    run = next(dict(r, **r["facts"]) for r in runs if r["facts"]["learning_rate"] == rate)  # a seed chose it
+    run = next(dict(r, **r["facts"]) for r in runs if r["facts"]["learning_rate"] == rate and r["command"])
     opts = recipe.build_parser().parse_args(shlex.split(run["command"])[2:])
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
     epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]  # run_experiments.py --pretrain_epochs
