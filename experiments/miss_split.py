@@ -38,6 +38,7 @@ class Question:
     gold: str
     line: str  # the person's wiki.txt line ("" when the name is in none)
     lines_with_name: int
+    name: str = ""  # the asked person's
 
     def place_at(self) -> tuple[int, int] | None:
         """Where the place first occurs in the line as whole words."""
@@ -76,7 +77,7 @@ def read_questions(data_dir: Path, questions_file: str = "birth_dev.tsv") -> lis
     for question, gold in zip(qa["question"], qa["answer"], strict=True):
         name = asked_person(question)
         lines = wiki.lines_with(name) if name else ()
-        questions.append(Question(gold, wiki.lines[lines[0] - 1] if lines else "", len(lines)))
+        questions.append(Question(gold, wiki.lines[lines[0] - 1] if lines else "", len(lines), name or ""))
     return questions
 
 

@@ -1,6 +1,8 @@
-"""Where the places of a question file sit in their person's line when they are one of a pair of capitalized words
-joined by a comma ("Perth, Scotland", "Moulins, France"): the first of the pair or the second. What
-`--first_of_pair` answers by (modeling_chargpt/answering.py:pair_first). Reads files only.
+"""Where the places of a question file sit in their person's line: when they are one of a pair of capitalized words
+joined by a comma ("Perth, Scotland", "Moulins, France"), the first of the pair or the second, what `--first_of_pair`
+answers by (modeling_chargpt/answering.py:pair_first); when the line has a death date after a capitalized word
+("1898 Kiev - 25 April 1931 Paris"), before that date or after it, what `--birth_before_death` answers by
+(answering.py:death_mark). Reads files only.
 
     python experiments/pair_positions.py --data_dir ../shared/data [--questions birth_places_train.tsv]
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 from miss_split import Question, read_questions
 
 from data_scripts import DataFileError
-from modeling_chargpt.answering import pair_first
+from modeling_chargpt.answering import WORD, death_mark, pair_first
 
 _NEXT = re.compile(r", [A-Z]")
 
@@ -31,9 +33,20 @@ def position(question: Question) -> str | None:
     return "second" if pair_first(question.line, question.gold, at[1]) != (question.gold, at[1]) else None
 
 
+def death_position(question: Question) -> str | None:
+    """'before_death' or 'after_death' where the line has a death date (`death_mark`) and the place occurs in it, by
+    where its first whole-word occurrence ends; None elsewhere."""
+    at = question.place_at()
+    mark = death_mark(question.line, len(question.name), set(WORD.findall(question.name)))
+    if at is None or mark is None:
+        return None
+    return "before_death" if at[1] <= mark else "after_death"
+
+
 def count(questions: list[Question]) -> dict[str, int]:
-    positions = [position(q) for q in questions]
-    return {"questions": len(questions), "first": positions.count("first"), "second": positions.count("second")}
+    positions = [position(q) for q in questions] + [death_position(q) for q in questions]
+    return {"questions": len(questions), **{where: positions.count(where)
+                                            for where in ("first", "second", "before_death", "after_death")}}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,9 @@ saved beside a finetuned model, imports it relatively and answers where this pac
   word of its person's name), and a recitation that then has none, because it stopped at a mention of the name
   ("John Thorne. John Thorne"), is recited on (`recite_on`) and answered from that;
 - with ``first_of_pair``, a chosen span that is the second of a pair of capitalized words joined by a comma gives way
-  to the first ("Perth, Scotland": Perth), as the training answers nearly always do (`pair_first`).
+  to the first ("Perth, Scotland": Perth), as the training answers nearly always do (`pair_first`);
+- with ``birth_before_death``, a chosen span after a death date ("Kiev - 25 April 1931 Paris") gives way to the most
+  probable span before it, as the training answers nearly always are (`death_mark`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "answer_questions",
     "asked_person",
     "continue_recitations",
+    "death_mark",
     "decoding_arguments",
     "greedy_until_mask",
     "name_prompt_text",
@@ -319,6 +322,7 @@ def answer_from_recitation(
     continuations: Sequence[str] | None = None,
     skip_name_words: bool = False,
     first_of_pair: bool = False,
+    birth_before_death: bool = False,
 ) -> tuple[list[str], list[str | None]]:
     """(recitation cut after the chosen span, span) per question: the span of the model's own recitation whose whole
     output ``recitation[:end] MASK span MASK`` it finds most probable, spans shorter than `max_chars` (the longest
@@ -327,7 +331,8 @@ def answer_from_recitation(
     the recitation whole. Where no span fits the block (or the recitation holds no word after the name), the
     recitation stays whole and the span is None: the caller answers those the usual way. With `skip_name_words`, a
     span whose words are all words of the name is no candidate; with `first_of_pair`, the chosen span gives way to
-    the first word of its pair (`pair_first`)."""
+    the first word of its pair (`pair_first`); with `birth_before_death`, a chosen span after a death date
+    (`death_mark`) gives way to the most probable span before it, where there is one."""
     rows, owners = [], []
     continuations = continuations or [""] * len(recitations)
     texts = [recitation + more for recitation, more in zip(recitations, continuations, strict=True)]
@@ -343,11 +348,17 @@ def answer_from_recitation(
             if len(ids) <= model.config.block_size:
                 rows.append((ids, len(name)))  # targets: everything after the name
                 owners.append((i, span, end))
-    best: dict[int, tuple[float, str, int]] = {}
+    candidates: dict[int, list[tuple[float, str, int]]] = {}
     scores = score_rows(model, tokenizer, rows, batch_size, show_progress)
     for (i, span, end), score in zip(owners, scores, strict=True):
-        if i not in best or score.logprob > best[i][0]:
-            best[i] = (score.logprob, span, end)
+        candidates.setdefault(i, []).append((score.logprob, span, end))
+    best = {i: max(scored, key=lambda c: c[0]) for i, scored in candidates.items()}  # the first of equal scores
+    if birth_before_death:
+        for i, (_, span, end) in best.items():
+            mark = death_mark(texts[i], len(names[i]), set(WORD.findall(names[i])))
+            before = [c for c in candidates[i] if c[2] <= mark] if mark is not None and end - len(span) >= mark else []
+            if before:
+                best[i] = max(before, key=lambda c: c[0])
     if first_of_pair:
         for i, (logprob, span, end) in best.items():
             best[i] = (logprob, *pair_first(texts[i], span, end, len(names[i]), name_words[i]))
@@ -371,6 +382,25 @@ def pair_first(text: str, span: str, end: int, start: int = 0, not_words: set[st
             break
         span, end = pair[1], pair.end(1)
     return span, end
+
+
+_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+# a capitalized word, then a dash, "died" or "d" and a date: "Kiev - 25 April", "Sheffield; died 1 December",
+# "France -- died June", "Lyon, d May"
+_DEATH = re.compile(r"\b([A-Z][\w'.-]*\w|[A-Z])\)?[,;]?\s+(?:--?|\u2013|\u2014|died|d\.?)\s+(?:(?:died|d\.?)\s+)?"
+                    rf"(?:\d|{_MONTH}\b)")
+_NOT_PLACES = re.compile(rf"{_MONTH}|Born")
+
+
+def death_mark(text: str, start: int = 0, not_words: set[str] | frozenset = frozenset()) -> int | None:
+    """Where the first death date of `text[start:]` follows a capitalized word that may be a place (not a month,
+    "Born" or one of `not_words`): the end of that word ("(4 April 1898 Kiev - 25 April 1931 Paris": after Kiev);
+    None where there is none. A place in such a line is nearly always the one before its death date
+    (experiments/pair_positions.py), but a model that read on to the place of death may stop there."""
+    for mark in _DEATH.finditer(text, start):
+        if mark[1] not in not_words and not _NOT_PLACES.fullmatch(mark[1]):
+            return mark.end(1)
+    return None
 
 
 @dataclass(frozen=True)
@@ -483,7 +513,7 @@ def _decoding(default: bool, help: str):
 
 
 # the choices that only change span answers (--answer_from_recitation True)
-SPAN_ONLY = ("continue_recitation", "skip_name_words", "first_of_pair")
+SPAN_ONLY = ("continue_recitation", "skip_name_words", "first_of_pair", "birth_before_death")
 
 
 @dataclass(frozen=True)
@@ -512,6 +542,10 @@ class AnsweringSettings:
         "With --answer_from_recitation: a span made only of words of the asked name is never the answer; a "
         "recitation left without another span (it stopped at a mention of the name) is recited on, greedy and MASK "
         "forbidden, to its limit, and the spans of that text compete."))
+    birth_before_death: bool = _decoding(False, (
+        "With --answer_from_recitation: where the chosen span comes after a death date ('1898 Kiev - 25 April 1931 "
+        "Paris', 'Sheffield; died 1 December 1864 at Nottingham'), the most probable span before that date is the "
+        "answer, as it nearly always is in the training answers."))
     max_new_tokens: int = 32
     abstain_below: float | None = None
     abstention: dict | None = None
@@ -542,7 +576,7 @@ class AnsweringSettings:
     def choosing(self, **choices: typing.Any) -> AnsweringSettings:
         """These settings with the `choices` that are not None (a flag left out keeps what was saved). Turning span
         answers off turns off the saved choices that only change them, unless those are given too: a `--preset best`
-        model asked for its plain answers needs one flag, not four."""
+        model asked for its plain answers needs one flag, not five."""
         chosen = {name: value for name, value in choices.items() if value is not None}
         if chosen.get("answer_from_recitation") is False:
             for name in SPAN_ONLY:
@@ -625,7 +659,8 @@ def answer_questions(
             return answer_from_recitation(model, tokenizer, names, recitations, max_chars=settings.max_new_tokens,
                                           batch_size=batch_size, show_progress=show_progress, continuations=more,
                                           skip_name_words=settings.skip_name_words,
-                                          first_of_pair=settings.first_of_pair)
+                                          first_of_pair=settings.first_of_pair,
+                                          birth_before_death=settings.birth_before_death)
 
         cut, spans = spans_of(names, recitations)
         if settings.skip_name_words:  # recitations stopped at the name: answered from what the model would go on with

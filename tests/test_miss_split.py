@@ -65,15 +65,19 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
         split.main(["--data_dir", str(tmp_path), "--predictions", str(second)])
 
 
-def test_pair_positions_counts_places_that_are_first_or_second_of_a_comma_pair(tmp_path, capsys):
-    """experiments/pair_positions.py: what --first_of_pair answers by, counted over a question file."""
+def test_pair_positions_counts_places_by_their_comma_pair_and_death_date(tmp_path, capsys):
+    """experiments/pair_positions.py: what --first_of_pair and --birth_before_death answer by, counted over a question
+    file."""
     positions = load("experiments/pair_positions.py")
     (tmp_path / "wiki.txt").write_text("\n".join([
         "Ann Lee. Ann Lee was born in Perth, Scotland.", "Bo Kim. Bo Kim was born in Moulins, France.",
-        "Cy Doe. Cy Doe was born in Oslo, 1950.", "Di Ray. Di Ray was a sailor."]))
+        "Cy Doe. Cy Doe was born in Oslo, 1950.", "Di Ray. Di Ray was a sailor.",
+        "Ed Fox. Ed Fox (1898 Kiev - 25 April 1931 Paris).", "Gil Hu. Gil Hu (1898 Kiev - 25 April 1931 Paris)."]))
     (tmp_path / "birth_places_train.tsv").write_text("Where was Ann Lee born?\tPerth\nWhere was Bo Kim born?\tFrance\n"
-                                                     "Where was Cy Doe born?\tOslo\nWhere was Di Ray born?\tLima\n")
+                                                     "Where was Cy Doe born?\tOslo\nWhere was Di Ray born?\tLima\n"
+                                                     "Where was Ed Fox born?\tKiev\nWhere was Gil Hu born?\tParis\n")
     positions.main(["--data_dir", str(tmp_path)])
-    assert json.loads(capsys.readouterr().out) == {"questions": 4, "first": 1, "second": 1}
+    assert json.loads(capsys.readouterr().out) == {"questions": 6, "first": 1, "second": 1, "before_death": 1,
+                                                   "after_death": 1}
     with pytest.raises(SystemExit, match="birth_dev.tsv"):
         positions.main(["--data_dir", str(tmp_path), "--questions", "birth_dev.tsv"])

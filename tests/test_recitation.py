@@ -20,6 +20,7 @@ from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, C
 from modeling_chargpt.answering import (
     answer_from_recitation,
     continue_recitations,
+    death_mark,
     greedy_until_mask,
     pair_first,
     recitation_spans,
@@ -432,6 +433,46 @@ def test_first_of_pair_answers_the_first_of_a_comma_pair_of_capitalized_words(mo
     assert answer_from_recitation(model, tokenizer, ["Bo Ek"] * 2, recitations, show_progress=False,
                                   first_of_pair=True) == (["Bo Ek. Bo Ek was born in Oslo", "Bo Ek. Oslo"],
                                                           ["Oslo", "Oslo"])
+
+
+def test_birth_before_death_answers_the_best_span_before_a_death_date(monkeypatch):
+    """--birth_before_death: a chosen span after a death date (a capitalized word, then a dash, "died" or "d" and a
+    date) gives way to the most probable span before that date; a month, "Born" or a word of the name is not such a
+    word, a recitation with no span before the date keeps its choice, and --first_of_pair then applies."""
+    def mark(text: str, name: str = "Ann Lee") -> str | None:
+        at = death_mark(text, len(name), {"Ann", "Lee"})
+        return None if at is None else text[:at].split()[-1]
+    assert mark("Ann Lee. Ann Lee (4 April 1898 Kiev - 25 April 1931 Paris") == "Kiev"
+    assert mark("Ann Lee. Ann Lee (born 1810 at Sheffield; died 1 December 1864 at Nottingham") == "Sheffield"
+    assert mark("Ann Lee. Ann Lee (b. July 26, 1879, Lyon, d May 7, 1946, Paris") == "Lyon"
+    assert mark("Ann Lee. Ann Lee (1870, Bordeaux, France -- died June 21, 1956, Lyon") == "France"
+    assert mark("Ann Lee. Ann Lee (1766 Syracuse, New York \u2013 December 1839 Albany") == "York"
+    for none in ("Ann Lee. Ann Lee (Born - October 4, 1934 in Winnipeg", "Ann Lee. Ann Lee (May 1900 - June 1980)",
+                 "Ann Lee. He died in September 1972", "Ann Lee. Ann Lee - 1900", "Ann Lee. Ann Lee - 4 May 1900",
+                 "Ann Lee. Ann Lee (Paris-1900)"):
+        assert mark(none) is None, none
+
+    from modeling_chargpt import answering
+    from modeling_chargpt.answering import AnsweringSettings, AnswerScore, QuestionError
+
+    def last_wins(model, tokenizer, rows, *args):  # a model that prefers the span ending last, then the shortest
+        masks = [list(ids).index(tokenizer.mask_token_id) for ids, _ in rows]
+        return [AnswerScore(at - (len(ids) - at) / 100, 1.0) for (ids, _), at in zip(rows, masks, strict=True)]
+
+    monkeypatch.setattr(answering, "score_rows", last_wins)
+    recitations = ["Bo Ek. Bo Ek (1898 Oslo, Norway - 25 May 1931 Paris", "Bo Ek. Bo Ek - 25 May 1931 Paris",
+                   "Bo Ek. Bo Ek was born in Oslo"]
+    tokenizer = CharTokenizer.from_corpus("\n".join(recitations))
+    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
+                                             n_embd=16, answer_format="recite"))
+    def answers(**rules):
+        return answer_from_recitation(model, tokenizer, ["Bo Ek"] * 3, recitations, show_progress=False, **rules)
+    assert answers() == (recitations, ["Paris", "Paris", "Oslo"])
+    assert answers(birth_before_death=True) == (["Bo Ek. Bo Ek (1898 Oslo, Norway", *recitations[1:]],
+                                                ["Norway", "Paris", "Oslo"])
+    assert answers(birth_before_death=True, first_of_pair=True)[1] == ["Oslo", "Paris", "Oslo"]
+    with pytest.raises(QuestionError, match="--birth_before_death True only changes --answer_from_recitation True"):
+        AnsweringSettings(answer_format="recite", birth_before_death=True).check()
 
 
 def test_a_cut_recitation_is_continued_without_mask_and_its_spans_compete():
