@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--choose_final_questions", action="store_true",
                         help="Step 5: the final model finetuned on all training questions or only on the mixed ones "
                         "(the held-out model), whichever answers more of halves of the held-out questions.")
+    parser.add_argument("--resume", action="store_true",
+                        help="Go on with a stopped run in the same --out_dir (run_experiments.py --resume): a finished "
+                        "pretraining is kept, a stopped one continues from its latest checkpoint, the later steps run "
+                        "again.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
     return parser
@@ -184,7 +188,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
             [py, "experiments/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
              "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
-             "--pretrain_extra", pretrain,
+             "--pretrain_extra", pretrain, *(["--resume"] if opts.resume else []),
              # the "plain finetuning" column finetunes the reference way, whatever the recipe's finetuning does
              *(["--finetune_extra", "--recite False"] if recipes.load(opts.recipe)["finetune"].get("recite") else [])]]
     for seed in seeds:

@@ -599,6 +599,11 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     assert selection[selection.index("--extra") + 1].endswith(" ".join(answers))  # saved with the models
     assert _stage_settings(recipe, parsed("recite_recipe.py --data_dir d")) != best  # recite-cpu: 4 x 128, 76 epochs
     assert "--out_dir x " in planned("RECITE_OUT=x")
+    # RESUME=1: the pretraining stage goes on from its latest checkpoint (run_experiments.py --resume)
+    pretraining = [next(step for step in recipe.commands(parsed(planned(*resume)))
+                        if step[1] == "experiments/run_experiments.py") for resume in ([], ["RESUME=1"])]
+    assert "--resume" not in pretraining[0] and pretraining[1] == [*pretraining[0][:-2], "--resume",
+                                                                    *pretraining[0][-2:]]
 
 
 def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_needs_no_split(monkeypatch):
