@@ -568,7 +568,7 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     """`make best` = `recite_recipe.py --recipe best` into out/best unless told otherwise, the seeds and the variant
     passed through; every value its stages resolve to is what the block-160 commands of
     results/recitation_chars_cpu.json resolved to, and its answers (the selection's and the final model's) are
-    those their final models were measured with: from the recitation, continued, 4 beams, both rules."""
+    those their final models were measured with: from the recitation, continued, 4 beams, three rules."""
     monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # as running the script puts its folder first
     recipe = _load_script("recite_recipe")
     parser = recipe.build_parser()
@@ -592,7 +592,7 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
         assert _stage_settings(recipe, parsed(run["command"])) == best, run["command"]
     answers = recipe.span_flags(recipe.settled(parsed(command)))
     assert " ".join(answers) == ("--answer_from_recitation True --continue_recitation True --recitation_beams 4 "
-                                 "--skip_name_words True --first_of_pair True")
+                                 "--skip_name_words True --first_of_pair True --birth_before_death True")
     steps = recipe.commands(parsed(command))
     selection = next(step for step in steps if step[1] == "experiments/select_finetune_lr.py" and "--final" in step)
     assert selection[selection.index("--eval_extra") + 1] == " ".join(answers)  # the rate chosen as it answers

@@ -152,13 +152,14 @@ def test_a_best_preset_model_is_evaluated_as_it_saved_without_flags(world, tmp_p
         assert run_cli(evaluate_birthplace.main, argv) == 0
         return [json.loads(line)["answer"] for line in Path(f"{preds}.records.jsonl").read_text().splitlines()]
 
-    assert (answering["recitation_beams"], answering["skip_name_words"], answering["first_of_pair"]) == (4, True, True)
+    assert (answering["recitation_beams"], answering["skip_name_words"], answering["first_of_pair"],
+            answering["birth_before_death"]) == (4, True, True, True)
     saved = evaluate("saved")
     assert saved == evaluate("flags", "--answer_from_recitation", "True", "--continue_recitation", "True")
-    # span answers off turns off what only changes them (continued recitations, the two rules): one flag, not four
+    # span answers off turns off what only changes them (continued recitations, the three rules): one flag, not five
     plain = evaluate("plain", "--answer_from_recitation", "False")
     assert plain == evaluate("all-off", "--answer_from_recitation", "False", "--continue_recitation", "False",
-                             "--skip_name_words", "False", "--first_of_pair", "False")
+                             "--skip_name_words", "False", "--first_of_pair", "False", "--birth_before_death", "False")
     ask = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")
     assert [a["answer"] for a in ask(questions(world), batch_size=4, abstain_below=None)] == saved
     assert [a["answer"] for a in ask(questions(world), answer_from_recitation=False)] == plain

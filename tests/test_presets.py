@@ -168,7 +168,7 @@ def settings(parsed):
 def test_best_preset_is_the_recipe_measured_at_the_reference_size():
     """--preset best resolves to what experiments/recite_recipe.py ran for results/best_cpu.json (a recorded
     command's stage flags, the chosen rate of a seed), and the evaluation answers as its final models were measured
-    (results/recitation_beams_cpu.json: 4 beams and both rules)."""
+    (results/birth_before_death_cpu.json: 4 beams and the three rules)."""
     recipe = load("experiments/recite_recipe.py")
     found = Path(__file__).parents[1] / "results"
     runs = json.loads((found / "best_cpu.json").read_text())["records"]
@@ -187,15 +187,16 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
         assert settings(best) == settings(measured), stage
         if stage == "pretrain":
             assert next(part for part in best if hasattr(part, "block_size")).block_size == 160
-    finals = [r["command"] for r in json.loads((found / "recitation_beams_cpu.json").read_text())["records"]
-              if r["facts"]["model"] == "final" and r["facts"]["part"].endswith("--first_of_pair")]
-    assert finals
+    finals = [r["command"] for r in json.loads((found / "birth_before_death_cpu.json").read_text())["records"]
+              if r["facts"]["model"] == "final"]
+    assert len(finals) == len(runs)
     evaluation = evaluate_birthplace.build_parser()
     _, answers = parse_args(evaluation, ["--eval_corpus_path", "d", "--preset", "best"], stage="evaluate")
     for command in finals:
         _, measured = parse_args(evaluation, shlex.split(command)[2:], stage="evaluate")
         assert settings([answers]) == settings([measured]), command
-    assert (answers.recitation_beams, answers.skip_name_words, answers.first_of_pair) == (4, True, True)
+    assert (answers.recitation_beams, answers.skip_name_words, answers.first_of_pair,
+            answers.birth_before_death) == (4, True, True, True)
 
 
 def test_best_preset_needs_the_questions_to_recite_and_leaves_other_presets_evaluation_as_the_assignments():

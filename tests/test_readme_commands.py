@@ -19,10 +19,10 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 DATA = "../shared/data"
 # Values for the pages' shell variables (their loops run V over learned and rope, S over 0, 1, 2) and for the
 # positional arguments of reproduce.md's `sel NAME MODEL SEED` helper; C a confidence folder, T a threshold, R a
-# run_experiments.py folder, P a pretrained model, E its span-corruption epochs, K a number of beams.
-VARIABLES = {"D": DATA, "DIR": DATA, "V": "rope", "S": "0", "LR": "3e-4", "H": "out/held-out", "C": "out/conf",
-             "T": "0.3", "R": "out/run", "P": "out/pretrained", "E": "290", "K": "4", "1": "name", "2": "out/model",
-             "3": "0"}
+# run_experiments.py folder, P a pretrained model, E its span-corruption epochs, K a number of beams, F a final model.
+VARIABLES = {"D": DATA, "DIR": DATA, "V": "rope", "S": "0", "LR": "3e-4", "H": "out/held-out", "F": "out/final",
+             "C": "out/conf", "T": "0.3", "R": "out/run", "P": "out/pretrained", "E": "290", "K": "4", "1": "name",
+             "2": "out/model", "3": "0"}
 PLACEHOLDERS = {"NAME": ["name"], "FLAGS": []}  # filled in from the prose next to the command
 SHELL_OPERATORS = {"&", "&&", "|", ";", ">", ">>", "2>&1"}
 HF_SCRIPTS = {"train_pretrain.py": "pretrain", "train_finetune.py": "finetune", "evaluate_birthplace.py": "evaluate"}
