@@ -189,7 +189,7 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
             assert next(part for part in best if hasattr(part, "block_size")).block_size == 160
     finals = [r["command"] for r in json.loads((found / "birth_before_death_cpu.json").read_text())["records"]
               if r["facts"]["model"] == "final"]
-    assert len(finals) == len(runs)
+    assert len(finals) == sum(r["variant"] == "rope" for r in runs)  # the rope seeds answered again with the rule
     evaluation = evaluate_birthplace.build_parser()
     _, answers = parse_args(evaluation, ["--eval_corpus_path", "d", "--preset", "best"], stage="evaluate")
     for command in finals:
