@@ -47,6 +47,7 @@ __all__ = [
     "Answers",
     "DECODING_CHOICES",
     "QuestionError",
+    "answer_budget",
     "answer_from_recitation",
     "answer_questions",
     "asked_person",
@@ -90,6 +91,15 @@ def model_recitation_limit(config) -> int:
     return recitation_limit(config.block_size, getattr(config, "recitation_chars", None))
 
 
+def answer_budget(config, max_new_tokens: int, recites: bool) -> int:
+    """How many characters decoding may generate after the context: `max_new_tokens`, except for a reciting model
+    that cannot run past `block_size` (`config.bounded_context`), which gets what its recitation leaves of the block:
+    its finetuning rows of long lines (``document[:limit] MASK answer MASK``) never had more."""
+    if recites and config.bounded_context:
+        return min(max_new_tokens, config.block_size - model_recitation_limit(config))
+    return max_new_tokens
+
+
 def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_tokens: int,
                      answer_format: str | None = None) -> str | None:
     """Why the model cannot answer `question`, in one line, or None. A model finetuned with `--recite True`
@@ -97,8 +107,8 @@ def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_to
     `recitation_limit` characters instead of after the question. A question must use only the vocabulary's characters
     (the reference looks each one up and fails on the first unknown one), must not contain PAD or MASK (MASK ends the
     question), and, where the model cannot run past `block_size` (`config.bounded_context`: learned positions or
-    synthesizer attention), question + MASK + `max_new_tokens` generated characters must fit in it. `answer_format`
-    overrides the config's."""
+    synthesizer attention), question + MASK + `max_new_tokens` generated characters must fit in it (a reciting model
+    generates no more than its recitation leaves: `answer_budget`). `answer_format` overrides the config's."""
     recites = (answer_format or config.answer_format) == "recite"
     if recites and asked_person(question) is None:
         return (f"{question!r} is not 'Where was NAME born?': this model was finetuned to recite what it read about "
@@ -111,7 +121,7 @@ def question_problem(question: str, tokenizer: CharTokenizer, config, max_new_to
     except UnknownCharacterError as err:
         return str(err)
     context = model_recitation_limit(config) if recites else len(question)
-    need = context + max_new_tokens  # context + MASK + answer, the last character never fed back
+    need = context + answer_budget(config, max_new_tokens, recites)  # context + MASK + answer, the last not fed back
     if config.bounded_context and need > config.block_size:
         return (f"{'the recitation' if recites else 'question'} + MASK is {context + 1} characters; with "
                 f"max_new_tokens={max_new_tokens} decoding needs {need} positions, more than this model's "
@@ -644,6 +654,7 @@ def answer_questions(
     whatever the batch size, up to rounding, which may reorder two beams of equal score."""
     names = recitations = None
     contexts = list(questions)  # what each answer follows
+    budget = answer_budget(model.config, settings.max_new_tokens, settings.answer_format == "recite")
     if settings.answer_format == "recite":
         names = [asked_person(q) for q in questions]
         if None in names:
@@ -672,15 +683,14 @@ def answer_questions(
                     cut[i], spans[i] = kept, span
         contexts = recitations = cut  # each cut right after its chosen span
         free = [i for i, span in enumerate(spans) if span is None]  # no span to choose: answered as usual
-        decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], batch_size,
-                                           settings.max_new_tokens, show_progress=False) if free else [])
+        decoded = iter(predict_birthplaces(model, tokenizer, [contexts[i] for i in free], batch_size, budget,
+                                           show_progress=False) if free else [])
         answers = [span if span is not None else next(decoded) for span in spans]
     else:
-        answers = predict_birthplaces(model, tokenizer, contexts, batch_size, settings.max_new_tokens,
-                                      show_progress)
+        answers = predict_birthplaces(model, tokenizer, contexts, batch_size, budget, show_progress)
     result = Answers(answers, contexts, recitations)
     if score:
-        result.scores = score_answers(model, tokenizer, contexts, answers, settings.max_new_tokens, batch_size,
+        result.scores = score_answers(model, tokenizer, contexts, answers, budget, batch_size,
                                       show_progress)
         if recitations is not None:
             result.recitation_scores = score_recitations(model, tokenizer, names, recitations, batch_size,

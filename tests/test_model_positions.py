@@ -377,3 +377,24 @@ def test_bounded_context_is_what_the_length_errors_and_answering_read(monkeypatc
     with pytest.raises(ValueError, match="more than block_size=32"):
         model.generate(long_ids[:, :20], max_new_tokens=20, do_sample=False)
     assert "more than this model's block_size=32" in question_problem(question, tokenizer, model.config, 20)
+
+
+def test_a_reciting_model_with_learned_positions_answers_in_what_its_recitation_leaves_of_the_block():
+    """`--preset best` recites up to 144 characters of a 160 block: with learned positions, recitation + MASK + the
+    evaluation's 32 characters do not fit, so answering generates only what the recitation leaves (`answer_budget`,
+    the room its finetuning rows had) instead of refusing the questions; rope and the direct format keep 32."""
+    from modeling_chargpt.answering import AnsweringSettings, answer_budget, answer_questions
+
+    tokenizer = CharTokenizer.from_corpus("Where was Ann Lee born? Paris")
+    model = tiny_model("learned", vocab_size=tokenizer.vocab_size, answer_format="recite", recitation_chars=24)
+    assert answer_budget(model.config, 32, recites=True) == 32 - 24
+    assert answer_budget(model.config, 32, recites=False) == 32
+    assert answer_budget(tiny_model("rope", answer_format="recite", recitation_chars=24).config, 32, True) == 32
+    question = "Where was Ann Lee born?"
+    assert question_problem(question, tokenizer, model.config, max_new_tokens=32) is None
+    answers = answer_questions(model, tokenizer, [question], AnsweringSettings(answer_format="recite"),
+                               score=True, show_progress=False)
+    # recitation + MASK + answer, its last character never fed back: the block, no position past it
+    assert len(answers.contexts[0]) + len(answers.answers[0]) <= model.config.block_size
+    assert "more than this model's block_size=32" in question_problem(question, tokenizer, model.config, 32,
+                                                                      answer_format="direct")

@@ -226,8 +226,11 @@ def test_a_reciting_model_refuses_other_questions_and_fits_its_block(tmp_path):
                            answer_format="recite")
     with pytest.raises(DataFileError, match=r"q.tsv:2: .*not 'Where was NAME born\?'"):
         check_questions(tmp_path / "q.tsv", ["Where was Ann Lee born?", "Who is Ann Lee?"], TOKENIZER, config, 16)
-    with pytest.raises(DataFileError, match="the recitation \\+ MASK is 49 characters"):
-        check_questions(tmp_path / "q.tsv", ["Where was Ann Lee born?"], TOKENIZER, config, 32)
+    # learned positions: after a recitation of 48 characters, decoding has 16 of the 64 positions left, not 32
+    check_questions(tmp_path / "q.tsv", ["Where was Ann Lee born?"], TOKENIZER, config, 32)
+    direct = CharGPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=64, position_embedding_type="learned")
+    with pytest.raises(DataFileError, match="question \\+ MASK is 8 characters; with max_new_tokens=60"):
+        check_questions(tmp_path / "q.tsv", ["Ann Lee"], TOKENIZER, direct, 60)
     check_questions(tmp_path / "q.tsv", ["Ann Lee"], TOKENIZER, CharGPTConfig(vocab_size=9), 16)  # direct: any text
     with pytest.raises(ValueError, match="answer_format='quoted' is not one of"):
         CharGPTConfig(answer_format="quoted")
