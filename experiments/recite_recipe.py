@@ -4,7 +4,7 @@ giving the held-out questions and the rates to choose from. The recipes with one
   recite-cpu (the default): the CPU frontier of docs/results-recitation.md (4 layers x 128 dims, 76 epochs of
     uncorrupted documents and recitation rows, fp32), whose three seeds answered about half of dev;
   best: the same at the reference size, 50 epochs in a 160-character block, answering from the best of 4 beam
-    recitations with two decoding rules (`make best`);
+    recitations with three decoding rules (`make best`);
   faithful-recite: the assignment's pretraining unchanged (span corruption, 650 epochs: minutes on a GPU, hours on
     a CPU), then recite (docs/results.md, "On the fast path, then recite"): no questions in pretraining, so no
     split step.
