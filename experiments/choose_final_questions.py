@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out_dir",
                         help="Where the halves' models and choice.json go (default SELECT_DIR/final_questions).")
     parser.add_argument("--half_seed", type=int, default=0, help="Seed of the cut of the held-out questions.")
+    parser.add_argument("--resume", action="store_true",
+                        help="Go on after a stopped run: each finetuning runs again over the model it left "
+                        "(recite_recipe.py --resume).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     return parser
 
@@ -110,7 +113,7 @@ def main() -> None:
         questions.write_text("".join(held_lines[i] + "\n" for i in half), encoding="utf-8")
         model = out / f"half{k}-finetune"
         seconds = run(finetune_command(wiki, tsv, Path(selection["model"]), model, selection["seed"],
-                                       [*extra, "--learning_rate", repr(rate)], opts.threads),
+                                       [*extra, "--learning_rate", repr(rate)], opts.threads, opts.resume),
                       out / f"half{k}-finetune.log")
         answered = evaluate(model, questions, out / f"half{k}.predictions", out / f"half{k}.log", wiki=wiki,
                             flags=judged)

@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the held-out model), whichever answers more of halves of the held-out questions.")
     parser.add_argument("--resume", action="store_true",
                         help="Go on with a stopped run in the same --out_dir (run_experiments.py --resume): a finished "
-                        "pretraining is kept, a stopped one continues from its latest checkpoint, the later steps run "
-                        "again.")
+                        "pretraining is kept, a stopped one continues from its latest checkpoint, the later steps "
+                        "(finetunings included) run again.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
     return parser
@@ -175,7 +175,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
     opts = settled(opts)
     where, seeds = paths(opts), seed_list(opts.seeds)
     both, pretrain = stage_flags(opts)
-    py = "python"
+    py, again = "python", ["--resume"] if opts.resume else []
 
     def answer(chosen: Path, split: str, tsv: str) -> list[str]:
         """The held-out model at the chosen rate answers a split, as every evaluation of the recipe does."""
@@ -188,7 +188,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
             [py, "experiments/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
              "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
-             "--pretrain_extra", pretrain, *(["--resume"] if opts.resume else []),
+             "--pretrain_extra", pretrain, *again,
              # the "plain finetuning" column finetunes the reference way, whatever the recipe's finetuning does
              *(["--finetune_extra", "--recite False"] if recipes.load(opts.recipe)["finetune"].get("recite") else [])]]
     for seed in seeds:
@@ -196,7 +196,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
                      "--threads", str(opts.threads), "--extra", " ".join([both, "--recite", "True", *span_flags(opts)]),
-                     "--final",
+                     "--final", *again,
                      *(["--keep_models"] if opts.confidence or opts.choose_final_questions else []),
                      *span_flags(opts, "--eval_extra")])
     for seed in seeds if opts.confidence else []:
@@ -211,7 +211,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
     for seed in seeds if opts.choose_final_questions else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds.append([py, "experiments/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
-                     opts.data_dir, "--threads", str(opts.threads)])
+                     opts.data_dir, "--threads", str(opts.threads), *again])
         answered = [("test", "birth_test_inputs.tsv")] if opts.confidence else [  # step 4 wrote dev's
             ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
         cmds += [answer(chosen, split, tsv) for split, tsv in answered]

@@ -106,13 +106,19 @@ def pretrain(opts: argparse.Namespace, args: list[str], folder: Path, log: Path,
     return json.loads(results[0].read_text())["train_seconds"], note
 
 
+def again(resume: bool) -> list[str]:
+    """The flag a finetuning stage needs under a driver's --resume: it runs again over what a stopped run left in its
+    --output_dir (train_finetune.py refuses a finished model there otherwise)."""
+    return ["--overwrite_output_dir", "True"] if resume else []
+
+
 def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, seed: int, flags: list[str],
-                     threads: int) -> list[str]:
-    """Finetune a pretrained model: shared by this script and select_finetune_lr.py."""
+                     threads: int, resume: bool = False) -> list[str]:
+    """Finetune a pretrained model: shared by this script and select_finetune_lr.py (`resume`: see `again`)."""
     return launch("train_finetune.py", [
         "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path",
-        str(model_dir), "--output_dir", str(output_dir), "--seed", str(seed), "--disable_tqdm", "True", *flags],
-        threads)
+        str(model_dir), "--output_dir", str(output_dir), "--seed", str(seed), "--disable_tqdm", "True",
+        *again(resume), *flags], threads)
 
 
 def evaluate(model_dir: Path | None, tsv: Path, predictions: Path, log: Path, baseline: bool = False,
@@ -277,7 +283,7 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
     seconds = run(launch("train_finetune.py", [
         "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path", str(source),
         "--output_dir", str(folder), *seed_flags(opts), "--disable_tqdm", "True",
-        *FAST_PATH["finetune"], *flags], opts.threads), out / f"{name}-finetune.log")
+        *again(opts.resume), *FAST_PATH["finetune"], *flags], opts.threads), out / f"{name}-finetune.log")
     return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
 
 
@@ -335,7 +341,7 @@ def main() -> None:
         print(f"[{opts.recipe}] no pretraining: finetune from scratch", flush=True)
         t = run(launch("train_finetune.py", ["--pretrain_corpus_path", str(wiki), "--finetune_corpus_path",
                                              str(train_tsv), "--output_dir", str(scratch_dir), "--disable_tqdm",
-                                             "True", *recipe, *extra],
+                                             "True", *again(opts.resume), *recipe, *extra],
                        opts.threads),
                 out / "scratch-finetune.log")
         report({"name": "no pretraining (learned)", "train_seconds": round(t, 1),
@@ -367,7 +373,7 @@ def main() -> None:
             def finetune(model_dir: Path, tag: str, seed: int = seed) -> tuple[Path, float]:
                 fin_dir = out / f"{tag}-finetune"
                 seconds = run(finetune_command(wiki, train_tsv, model_dir, fin_dir, seed, finetune_flags,
-                                               opts.threads), out / f"{tag}-finetune.log")
+                                               opts.threads, opts.resume), out / f"{tag}-finetune.log")
                 return fin_dir, seconds
 
             fin_dir, t_fin = finetuned[seed] if seed in finetuned else finetune(pre_dir, name)

@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Only write OUT/split/train.tsv and holdout.tsv, then stop: pretrain with "
                         "--mixed_qa_corpus_path OUT/split/train.tsv and the held-out questions stay unseen until "
                         "this script scores the rates.")
+    parser.add_argument("--resume", action="store_true",
+                        help="Go on after a stopped run in the same --out_dir: each finetuning runs again over the "
+                        "model it left (recite_recipe.py --resume).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     return parser
 
@@ -153,7 +156,7 @@ def main() -> None:
     def finetune(tsv: Path, lr: float, tag: str) -> tuple[Path, float]:
         fin_dir = out / f"{tag}-finetune"
         seconds = run(finetune_command(wiki, tsv, model, fin_dir, opts.seed, [*extra, "--learning_rate", repr(lr)],
-                                       opts.threads), out / f"{tag}-finetune.log")
+                                       opts.threads, opts.resume), out / f"{tag}-finetune.log")
         return fin_dir, seconds
 
     for lr in rates:

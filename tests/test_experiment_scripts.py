@@ -480,6 +480,17 @@ def test_resume_keeps_a_finished_pretraining_and_continues_a_stopped_one(tmp_pat
     text = log.read_text()
     assert text.startswith(first_log) and "resumed from" in text[len(first_log):]  # the log goes on after the first
 
+    # a finetuning that finished before the stop runs again over its model under --resume (train_finetune.py refuses
+    # a finished model otherwise, which stopped `make best RESUME=1` at its first finetuning)
+    fin_dir, fin_log = tmp_path / "learned-causal-seed0-finetune", tmp_path / "learned-causal-seed0-finetune.log"
+    tune = [str(world / "wiki.txt"), str(world / "birth_places_train.tsv"), folder, fin_dir, 0,
+            ["--max_steps", "1", "--report_to", "none"], 1]
+    experiments.run(experiments.finetune_command(*tune), fin_log)
+    with pytest.raises(SystemExit, match="overwrite_output_dir"):
+        experiments.run(experiments.finetune_command(*tune), fin_log)
+    experiments.run(experiments.finetune_command(*tune, resume=True), fin_log)
+    assert (fin_dir / "model.safetensors").is_file()
+
     def no_run(cmd: list[str], log: Path, append: bool = False) -> float:
         raise AssertionError(f"ran {cmd}")
 
@@ -604,6 +615,11 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
                         if step[1] == "experiments/run_experiments.py") for resume in ([], ["RESUME=1"])]
     assert "--resume" not in pretraining[0] and pretraining[1] == [*pretraining[0][:-2], "--resume",
                                                                     *pretraining[0][-2:]]
+    # and the rate selection's finetunings run again over what the stopped run left (select_finetune_lr.py --resume)
+    selections = [[step for step in recipe.commands(parsed(planned(*resume))) if "--final" in step]
+                  for resume in ([], ["RESUME=1"])]
+    assert selections[1] and all("--resume" in step for step in selections[1])
+    assert [[arg for arg in step if arg != "--resume"] for step in selections[1]] == selections[0]
 
 
 def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_needs_no_split(monkeypatch):
