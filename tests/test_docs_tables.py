@@ -404,21 +404,28 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
                        run(2, 10, 7.5e-5, 61, epochs=60)]
     (tmp_path / "results" / "cpu_fp32_reference_size.json").write_text(json.dumps(data))
     edited = Results(tmp_path / "results")
-    *rows, best_row = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
+    sized = [r for r in headline_rows(edited) if "the reference size" in r["variant"]]
+    rows = [r for r in sized if r["how"] != "--preset-best"]
+    best_rows = [r for r in sized if r["how"] == "--preset-best"]  # best_cpu.json's, a row per positions
     assert [r["dev"] for r in rows] == ["13.2 ± 1.4% (12.2 / 14.2)", "12.2% (61/500), seed 2"]
     assert [r["wall"] for r in rows] == ["pretraining 10.0 / 20.0 min", "pretraining 10.0 min"]
     assert [r["hardware"] for r in rows] == ["2 AMD EPYC cores, no AMX, fp32 (2 machines)",
                                              "2 AMD EPYC cores, no AMX, fp32"]  # each seed on its own machine
     assert "(lr 7.5e-5, 1.5e-4, chosen" in rows[0]["recipe"] and "(60 epochs)" in rows[1]["recipe"]
     # --preset best now pretrains in block 160: these block-128 runs are not the preset, best_cpu.json's are
-    assert not any("preset" in r["recipe"] for r in rows) and best_row["recipe"].startswith("**`--preset best`**")
+    assert not any("preset" in r["recipe"] for r in rows)
+    assert all(r["recipe"].startswith("**`--preset best`**") for r in best_rows) and BEST_SHAPE[3] == 160
     assert [r["how"] for r in rows] == ["uncorrupted-documents-recitation-rows-in-pretraining"] * 2
-    assert best_row["how"] == "--preset-best" and BEST_SHAPE[3] == 160
     assert BEST_SHAPE[:2] == (ModelArguments.n_layer, ModelArguments.n_embd)  # the model --preset best trains
     best = [line for line in front_rows(edited) if line.startswith("| [`--preset best`]")]  # on the front page
-    seeds = json.loads((RESULTS / "best_cpu.json").read_text())["records"]
-    dev = docs_tables.spread([r["scores"]["dev"]["accuracy"] for r in seeds])
-    assert [line.split(" | ")[1:3] for line in best] == [["rope", f"{dev}, {len(seeds)} seeds"]]
+    records = json.loads((RESULTS / "best_cpu.json").read_text())["records"]
+    expected = []
+    for variant in dict.fromkeys(r["variant"] for r in records):  # in the JSON's order
+        seeds = [r["scores"]["dev"]["accuracy"] for r in records if r["variant"] == variant]
+        dev = docs_tables.spread(seeds) + f", {len(seeds)} seeds" if len(seeds) > 1 else f"{seeds[0]:.1f}%, 1 seed"
+        expected.append([variant, dev])
+    assert [line.split(" | ")[1:3] for line in best] == expected and [r["variant"] for r in best_rows] == [
+        f"{variant}, 4 layers × 256 dims (**the reference size**)" for variant, _ in expected]
     table = TABLES["reference-size"](edited)
     assert "| rope, 4 × 256 (reference), seed 1 | 50 | 2 CPU cores, AMX |" in table
     assert "| rope, 4 × 256 (reference), seed 2 | 60 |" in table
