@@ -244,27 +244,7 @@ archive() {  # tar.gz $1 of what is worth keeping under the folders $3... of $2:
      -print0 | tar czf - --null -T -) > "$out"
 }
 
-environment() {
-  export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-  if compgen -G ".gpu/whl/*.whl" > /dev/null; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .gpu/whl/*.whl || { echo "wheel install failed"; return 1; }
-    export PYTHONPATH=/tmp/site:$PWD
-  else
-    echo "no wheels in .gpu/whl (bash experiments/gpu_session.sh prepare makes them): using what is installed"
-    export PYTHONPATH=$PWD
-  fi
-  nvidia-smi -L 2>&1 || true
-  # The project's own imports (datasets, evaluate, transformers, accelerate) and the versions found.
-  "$PY" -c '
-import importlib.metadata as md, sys, torch
-import data_scripts.loading, evaluation.predict, training.loop  # the packages import lazily: load what runs
-cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "NO CUDA DEVICE"
-found = ", ".join(f"{p} {md.version(p)}" for p in ("transformers", "accelerate", "datasets", "evaluate"))
-print("python", sys.version.split()[0], "| torch", torch.__version__, "cuda", torch.version.cuda, "|", cuda, "|", found)
-' || { echo "the project does not import here: stopping"; return 1; }
-  [ -f "$DATA/wiki.txt" ] || { echo "no $DATA/wiki.txt (bash experiments/gpu_session.sh prepare copies it)"; return 1; }
-}
+. experiments/gpu_environment.sh  # environment()
 
 session() {
   stage "environment"

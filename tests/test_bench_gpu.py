@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from processes import user_env
 from test_readme_commands import load
 
 import train_pretrain
@@ -302,7 +303,7 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
 def test_gpu_session_environment_check_loads_what_a_run_loads():
     """The device call's first check runs the script's Python snippet: it must load datasets, evaluate and accelerate
     (the packages import lazily, so importing them by name alone proves nothing) and print the versions."""
-    script = (ROOT / "experiments/gpu_session.sh").read_text()
+    script = (ROOT / "experiments/gpu_environment.sh").read_text()
     start = script.index("\"$PY\" -c '", script.index("environment() {")) + len("\"$PY\" -c '")
     snippet = script[start:script.index("' ||", start)]
     check = snippet + "\nprint(sorted(m for m in ('datasets', 'evaluate', 'accelerate') if m in sys.modules))\n"
@@ -339,3 +340,32 @@ def test_step_ops_counts_each_phase_and_not_the_width(tiny_data, tmp_path):
         per_layer = 2 * tokens * (12 * width * width + 2 * BLOCK * width)
         assert flops["forward"] == layers * per_layer + 2 * tokens * width * vocab
         assert flops["backward"] == 2 * flops["forward"]
+
+
+def test_gpu_best_sends_back_each_seeds_pretrained_model_and_what_its_recipe_wrote(wiki, tmp_path):
+    """experiments/gpu_best.sh, the `make best` call for a GPU, on a CPU with a tiny model: each seed runs the best
+    recipe in its own process; its pretrained model comes back as one tar that make best RESUME=1 continues from,
+    and the recipes' selections and predictions in one archive (no model in it)."""
+    import tarfile
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "0,1",
+           "EPOCHS": "1", "SPEED": "", "THREADS": "1", "PYTHON": sys.executable, "NO_WHEELS": "1",
+           "RECIPE_EXTRA": "--n_embd 32 --holdout 5", "BUDGET": "600"}
+    proc = subprocess.run(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for seed in (0, 1):
+        with tarfile.open(out / f"pretrained-seed{seed}.tar") as tar:
+            names = set(tar.getnames())
+        folder = f"learned-causal-seed{seed}-pretrain"
+        assert {f"{folder}/model.safetensors", f"{folder}/train_results.json", f"{folder}/config.json"} <= names
+        assert not any("/checkpoints" in name or "/runs" in name for name in names)
+    with tarfile.open(out / "gpu_best_outputs.tar.gz") as tar:
+        names = set(tar.getnames())
+    for seed in (0, 1):
+        assert {f"./seed{seed}/select/seed{seed}/selection.json",
+                f"./seed{seed}/select/seed{seed}/final.dev.predictions",
+                f"./seed{seed}/select/seed{seed}/final.test.predictions"} <= names
+    assert not any(name.endswith(".safetensors") for name in names)
+    assert "done in" in (out / "session.log").read_text()

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `make best` on one GPU call (issues 71 and 72): each seed of SEEDS runs experiments/recite_recipe.py --recipe best
+# in its own process, all at once (a 4 x 256 model at batch 32 keeps a GPU far from busy), its pretraining compiled
+# (SPEED); each goes on to choose its rate on the 400 held-out questions, the final model, dev and test, as make best
+# does, until BUDGET seconds. Every pretrained model comes back as soon as it is saved, one tar each (13 MB), so
+#   tar xf pretrained-seedS.tar -C out/DIR/pretrain && make best DATA=d SEEDS=S VARIANT=learned EPOCHS=100 \
+#       RECITE_OUT=out/DIR RESUME=1
+# finishes a seed here whatever the call did not. At BUDGET each process group gets SIGINT: a pretraining still
+# running saves a checkpoint, which comes back in parts of 15 MB (pretrain-checkpoint-seedS.tar.gz.part-*; `cat` them
+# into `tar xz` under DIR/pretrain/VARIANT-causal-seedS-pretrain/checkpoints, and RESUME=1 continues from it).
+# Before a first call the speed is not known: SPEED's flags made the faithful pretraining (batch 128) about 100 steps
+# a second on an H100 and an H200 (results/bench_gpu_h*.json); best's 100 epochs are 14,200 steps of batch 32.
+#   bash experiments/gpu_session.sh prepare     # here, once: the data and wheels in .gpu/
+#   run(command="bash experiments/gpu_best.sh", carry=[".gpu"], timeout_s=600)
+# -> pretrained-seedS.tar (each seed), gpu_best_outputs.tar.gz (logs, selection.json, predictions, abstention; no
+#    model), session.log
+set -uo pipefail
+
+DATA=${DATA:-.gpu/data}
+OUT=${OUT:-out/gpu-best}
+WORK=${WORK:-out/gpu-best-work}
+SEEDS=${SEEDS:-0,1,2}
+VARIANT=${VARIANT:-learned}
+EPOCHS=${EPOCHS:-100}
+BUDGET=${BUDGET:-520}  # seconds from the start after which every process is stopped
+THREADS=${THREADS:-4}  # CPU threads per process (16 cores on the H200 machine)
+SPEED=${SPEED---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True}
+RECIPE_EXTRA=${RECIPE_EXTRA:-}  # more experiments/recite_recipe.py flags (split on spaces; the tests' tiny model)
+PY=${PYTHON:-python3}
+
+stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
+
+. experiments/gpu_environment.sh  # environment()
+
+pretrained() { echo "$WORK/seed$1/pretrain/$VARIANT-causal-seed$1-pretrain"; }
+
+send_model() {  # seed $1's pretrained model, once, as soon as it is saved (the save renames a finished folder)
+  local dir; dir=$(pretrained "$1")
+  [ -f "$OUT/pretrained-seed$1.tar" ] && return 0
+  [ -f "$dir/model.safetensors" ] && [ -f "$dir/train_results.json" ] || return 0
+  # the model, not the checkpoints and TensorBoard events the run keeps in the same folder
+  tar cf "$OUT/pretrained-seed$1.tar" -C "$(dirname "$dir")" --exclude="$(basename "$dir")/checkpoints" \
+    --exclude="$(basename "$dir")/runs" "$(basename "$dir")" \
+    && stage "seed $1 pretrained: $(cat "$dir/train_results.json")"
+}
+
+main() {
+  stage "environment"
+  environment || return 1
+  local seed pids=() alive
+  for seed in ${SEEDS//,/ }; do
+    mkdir -p "$WORK/seed$seed"
+    # no job control here, so the background python is no group leader and setsid makes it one in place: $! is its
+    # process group, which SIGINT reaches whole (recipe, run_experiments, the training)
+    setsid "$PY" experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best \
+      --variant "$VARIANT" --seeds "$seed" --pretrain_epochs "$EPOCHS" --threads "$THREADS" $RECIPE_EXTRA \
+      ${SPEED:+--pretrain_extra "$SPEED"} > "$WORK/seed$seed.log" 2>&1 &
+    pids+=("$!")
+    stage "seed $seed: process group $!"
+  done
+  local last=0
+  while :; do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    for seed in ${SEEDS//,/ }; do send_model "$seed"; done
+    [ "$alive" = 1 ] && [ "$SECONDS" -lt "$BUDGET" ] || break
+    if [ $((SECONDS - last)) -ge 60 ]; then
+      last=$SECONDS
+      for seed in ${SEEDS//,/ }; do
+        echo "[${SECONDS}s] seed $seed: last checkpoint $(ls "$(pretrained "$seed")/checkpoints" 2>/dev/null | tail -1)" \
+             "| $(tail -c 300 "$WORK/seed$seed.log" | tr '\r\n' '  ' | tail -c 120)"
+      done
+    fi
+    sleep 5
+  done
+  if [ "$alive" = 1 ]; then
+    stage "budget of ${BUDGET}s reached: SIGINT to every process group"
+    for pid in "${pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null; done
+    for _ in $(seq 30); do
+      alive=0; for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+      [ "$alive" = 1 ] || break; sleep 1
+    done
+  fi
+  stage "collect"
+  local ckpt
+  for seed in ${SEEDS//,/ }; do
+    send_model "$seed"
+    [ -f "$OUT/pretrained-seed$seed.tar" ] && continue
+    ckpt=$(ls -d "$(pretrained "$seed")"/checkpoints/step-* 2>/dev/null | sort | tail -1)
+    if [ -n "$ckpt" ]; then
+      tar czf - -C "$(dirname "$ckpt")" "$(basename "$ckpt")" \
+        | split -b 15M - "$OUT/pretrain-checkpoint-seed$seed.tar.gz.part-"
+      stage "seed $seed: no final model; its $ckpt in parts"
+    fi
+  done
+  (cd "$WORK" && find . -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
+     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' -o -name '*.tsv' \) \
+     -print0 | tar czf - --null -T -) > "$OUT/gpu_best_outputs.tar.gz"
+  cp "$(pretrained "${SEEDS%%,*}").log" "$OUT/pretrain_first_seed.log" 2>/dev/null || true
+  nvidia-smi 2>&1 | head -20 || true
+  ls -l "$OUT"
+  echo "done in ${SECONDS}s"
+}
+
+mkdir -p "$OUT" "$WORK"
+main 2>&1 | tee -a "$OUT/session.log"

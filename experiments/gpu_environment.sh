@@ -1,0 +1,24 @@
+# The device call's first step, sourced by experiments/gpu_session.sh and experiments/gpu_best.sh (from the
+# repository root; they set PY and DATA): the wheels of .gpu/whl installed (NO_WHEELS=1: what is installed), the
+# project's imports loaded, the versions printed, the data checked.
+environment() {
+  export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+  if compgen -G ".gpu/whl/*.whl" > /dev/null && [ -z "${NO_WHEELS:-}" ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .gpu/whl/*.whl || { echo "wheel install failed"; return 1; }
+    export PYTHONPATH=/tmp/site:$PWD
+  else
+    echo "no wheels in .gpu/whl (bash experiments/gpu_session.sh prepare makes them): using what is installed"
+    export PYTHONPATH=$PWD
+  fi
+  nvidia-smi -L 2>&1 || true
+  # The project's own imports (datasets, evaluate, transformers, accelerate) and the versions found.
+  "$PY" -c '
+import importlib.metadata as md, sys, torch
+import data_scripts.loading, evaluation.predict, training.loop  # the packages import lazily: load what runs
+cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "NO CUDA DEVICE"
+found = ", ".join(f"{p} {md.version(p)}" for p in ("transformers", "accelerate", "datasets", "evaluate"))
+print("python", sys.version.split()[0], "| torch", torch.__version__, "cuda", torch.version.cuda, "|", cuda, "|", found)
+' || { echo "the project does not import here: stopping"; return 1; }
+  [ -f "$DATA/wiki.txt" ] || { echo "no $DATA/wiki.txt (bash experiments/gpu_session.sh prepare copies it)"; return 1; }
+}
