@@ -41,7 +41,8 @@ send_model() {  # seed $1's pretrained model, once, as soon as it is saved (the 
   # the model, not the checkpoints and TensorBoard events the run keeps in the same folder
   tar cf "$OUT/pretrained-seed$1.tar" -C "$(dirname "$dir")" --exclude="$(basename "$dir")/checkpoints" \
     --exclude="$(basename "$dir")/runs" "$(basename "$dir")" \
-    && stage "seed $1 pretrained: $(cat "$dir/train_results.json")"
+    && stage "seed $1 pretrained: $("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print({k: r[k] for k in ("global_step", "final_loss", "train_seconds")})' "$dir/train_results.json")"
 }
 
 main() {
