@@ -8,7 +8,7 @@ environment() {
         .gpu/whl/*.whl || { echo "wheel install failed"; return 1; }
     export PYTHONPATH=/tmp/site:$PWD
   else
-    echo "no wheels in .gpu/whl (bash experiments/gpu_session.sh prepare makes them): using what is installed"
+    echo "no wheels in .gpu/whl (gpu_session.sh prepare makes them), or NO_WHEELS=1: using what is installed"
     export PYTHONPATH=$PWD
   fi
   nvidia-smi -L 2>&1 || true

@@ -366,3 +366,26 @@ def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki
             "./seed1/select/seed1/final.test.predictions"} <= names
     assert not any(name.endswith(".safetensors") for name in names)
     assert "done in" in (out / "session.log").read_text()
+
+
+def test_gpu_best_at_its_budget_stops_the_pretraining_and_sends_its_checkpoint_in_parts(wiki, tmp_path):
+    """A pretraining still running when the budget ends gets SIGINT, saves a checkpoint, and the checkpoint comes back
+    in parts that `cat` joins into one archive (no final model: none was saved)."""
+    import tarfile
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "1",
+           "EPOCHS": "100000", "SPEED": "--checkpointing_steps 1000000", "THREADS": "1", "PYTHON": sys.executable,
+           "NO_WHEELS": "1", "RECIPE_EXTRA": "--n_embd 32 --holdout 5", "BUDGET": "60"}
+    proc = subprocess.run(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not (out / "pretrained-seed1.tar").exists()
+    parts = sorted(out.glob("pretrain-checkpoint-seed1.tar.gz.part-*"))
+    assert parts
+    joined = tmp_path / "checkpoint.tar.gz"
+    joined.write_bytes(b"".join(part.read_bytes() for part in parts))
+    with tarfile.open(joined) as tar:
+        names = tar.getnames()
+    (step,) = {name.split("/")[0] for name in names}  # the interrupt's own checkpoint, no periodic one
+    assert step.startswith("step-") and {f"{step}/model.safetensors", f"{step}/optimizer.bin"} <= set(names)
