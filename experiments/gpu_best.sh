@@ -28,9 +28,7 @@ SPEED=${SPEED---torch_compile True --torch_compile_mode reduce-overhead --optim 
 RECIPE_EXTRA=${RECIPE_EXTRA:-}  # more experiments/recite_recipe.py flags (split on spaces; the tests' tiny model)
 PY=${PYTHON:-python3}
 
-stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
-
-. experiments/gpu_environment.sh  # environment()
+. experiments/gpu_common.sh  # environment, stage, archive
 
 pretrained() { echo "$WORK/seed$1/pretrain/$VARIANT-causal-seed$1-pretrain"; }
 
@@ -94,9 +92,7 @@ main() {
       stage "seed $seed: no final model; its $ckpt in parts"
     fi
   done
-  (cd "$WORK" && find . -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
-     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' -o -name '*.tsv' \) \
-     -print0 | tar czf - --null -T -) > "$OUT/gpu_best_outputs.tar.gz"
+  archive "$OUT/gpu_best_outputs.tar.gz" "$WORK" .
   cp "$(pretrained "${SEEDS%%,*}").log" "$OUT/pretrain_first_seed.log" 2>/dev/null || true
   nvidia-smi 2>&1 | head -20 || true
   ls -l "$OUT"

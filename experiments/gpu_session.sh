@@ -100,6 +100,7 @@ FULL_PRETRAIN=${FULL_PRETRAIN:-}  # the same for stage 2's one-seed faithful run
 FULL_PROJECTED_S=  # stage 2's projected pretraining seconds, from the benchmark
 CHOOSE_FROM=${CHOOSE_FROM:-.gpu/bench_gpu.json}  # an earlier call's benchmark, for `reproduce` (and `commands`)
 PY=${PYTHON:-python3}
+. experiments/gpu_common.sh  # environment, stage, archive
 WHEELS=(datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19)
 
 BENCH=(experiments/benchmarks/bench_gpu.py --data_dir "$DATA" --steps "$BENCH_STEPS" --warmup_steps "$BENCH_WARMUP" --variants "$BENCH_VARIANTS"
@@ -198,7 +199,6 @@ conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_
 conf_select "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
 
 left() { echo $((BUDGET - SECONDS)); }
-stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
 
 confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2: the held-out models of CONF_SELECT
   # answer dev too; abstention.py chooses each one's 80%-precision threshold on the 400 and applies it to dev
@@ -235,16 +235,6 @@ span_answers() {  # issue 21: the folder $1's final model and held-out model $2 
     done
   done
 }
-
-archive() {  # tar.gz $1 of what is worth keeping under the folders $3... of $2: results, records, predictions,
-  # logs, plots; never a model
-  local out=$1 base=$2; shift 2
-  (cd "$base" && find "$@" -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
-     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' -o -name '*.md' \) \
-     -print0 | tar czf - --null -T -) > "$out"
-}
-
-. experiments/gpu_environment.sh  # environment()
 
 session() {
   stage "environment"

@@ -303,7 +303,7 @@ def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_togethe
 def test_gpu_session_environment_check_loads_what_a_run_loads():
     """The device call's first check runs the script's Python snippet: it must load datasets, evaluate and accelerate
     (the packages import lazily, so importing them by name alone proves nothing) and print the versions."""
-    script = (ROOT / "experiments/gpu_environment.sh").read_text()
+    script = (ROOT / "experiments/gpu_common.sh").read_text()
     start = script.index("\"$PY\" -c '", script.index("environment() {")) + len("\"$PY\" -c '")
     snippet = script[start:script.index("' ||", start)]
     check = snippet + "\nprint(sorted(m for m in ('datasets', 'evaluate', 'accelerate') if m in sys.modules))\n"

@@ -1,6 +1,17 @@
-# The device call's first step, sourced by experiments/gpu_session.sh and experiments/gpu_best.sh (from the
-# repository root; they set PY and DATA): the wheels of .gpu/whl installed (NO_WHEELS=1: what is installed), the
-# project's imports loaded, the versions printed, the data checked.
+# The device calls' shared steps, sourced by experiments/gpu_session.sh and experiments/gpu_best.sh (from the
+# repository root; they set PY and DATA). environment(): the wheels of .gpu/whl installed (NO_WHEELS=1: what is
+# installed), the project's imports loaded, the versions printed, the data checked. stage(): a timed log line.
+# archive(): what a call brings back besides models.
+stage() { echo; echo "=== [$(date -u +%H:%M:%S), ${SECONDS}s] $*"; }
+
+archive() {  # tar.gz $1 of what is worth keeping under the folders $3... of $2: results, records, predictions,
+  # logs, plots, the held-out splits; never a model
+  local out=$1 base=$2; shift 2
+  (cd "$base" && find "$@" -path '*-finetune' -prune -o -path '*-pretrain' -prune -o -type f \
+     \( -name '*.json' -o -name '*.jsonl' -o -name '*.predictions' -o -name '*.log' -o -name '*.png' -o -name '*.md' \
+     -o -name '*.tsv' \) -print0 | tar czf - --null -T -) > "$out"
+}
+
 environment() {
   export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   if compgen -G ".gpu/whl/*.whl" > /dev/null && [ -z "${NO_WHEELS:-}" ]; then
