@@ -106,15 +106,15 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
-def pretraining(recipe: str) -> dict:
-    """What `train_pretrain.py --preset RECIPE` sets (its own needs stood in for)."""
-    return preset_values("pretrain", {"preset": recipe, "mixed_qa_corpus_path": ""})
+def pretraining(recipe: str, variant: str) -> dict:
+    """What `train_pretrain.py --preset RECIPE --position_embedding_type VARIANT` sets (its own needs stood in for)."""
+    return preset_values("pretrain", {"preset": recipe, "position_embedding_type": variant, "mixed_qa_corpus_path": ""})
 
 
 def settled(opts: argparse.Namespace) -> argparse.Namespace:
     """The options with the recipe's values where a flag was left out (read from recipes/NAME.yaml through the same
     resolution as `--preset NAME`)."""
-    recipe, pretrain = recipes.load(opts.recipe), pretraining(opts.recipe)
+    recipe, pretrain = recipes.load(opts.recipe), pretraining(opts.recipe, opts.variant)
     answering = recipe["evaluate"]
     defaults = {"pretrain_epochs": pretrain["num_train_epochs"], "width": pretrain.get("n_embd", ModelArguments.n_embd),
                 "holdout": recipe["selection"]["holdout"],

@@ -3,7 +3,8 @@ their finetuning rate on held-out training questions, how (`experiments/recite_r
 
 A file holds `purpose` (one line for `--help`), the sections `pretrain`, `finetune` and `evaluate` (flag values of
 train_pretrain.py, train_finetune.py and evaluate_birthplace.py), and where it needs them `finetune_from_scratch`
-(over `finetune` for a model without pretraining), `needs` (stage -> flag -> why the run must give it) and
+(over `finetune` for a model without pretraining), `pretrain_by_position` (position encoding -> values over
+`pretrain` for a model of that encoding), `needs` (stage -> flag -> why the run must give it) and
 `selection` (`holdout` questions and the `learning_rates` to choose from). `reference.yaml` is the assignment; every
 other recipe is read over it. A file is plain data: `yaml.safe_load`, nothing executed.
 """
@@ -17,7 +18,8 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("purpose", "pretrain", "finetune", "finetune_from_scratch", "evaluate", "needs", "selection")
+SECTIONS = ("purpose", "pretrain", "pretrain_by_position", "finetune", "finetune_from_scratch", "evaluate", "needs",
+            "selection")
 
 
 def names() -> tuple[str, ...]:

@@ -568,7 +568,8 @@ def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
     required = {"pretrain": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--mixed_qa_corpus_path", "q"],
                 "finetune": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--finetune_corpus_path", "t",
                              "--model_name_or_path", "m"]}
-    given = {"pretrain": [*both, *pretrain, *epochs], "finetune": [*both, "--recite", "True"]}
+    position = ["--position_embedding_type", opts.variant]  # as run_experiments.py --variants passes it
+    given = {"pretrain": [*both, *pretrain, *epochs, *position], "finetune": [*both, "--recite", "True"]}
     scripts = {"pretrain": train_pretrain, "finetune": train_finetune}
     return {stage: [{k: v for k, v in vars(p).items() if k not in ("preset", "mixed_qa_corpus_path")}
                     for p in parse_args(scripts[stage].build_parser(), [*required[stage], *given[stage]], stage=stage)]
@@ -595,12 +596,27 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     command = planned("SEEDS=0,1", "VARIANT=learned")
     assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
         in command
-    best = _stage_settings(recipe, parsed(command))
+    best = _stage_settings(recipe, parsed(planned("SEEDS=0,1")))  # rope
     measured = [run for run in json.loads((ROOT / "results" / "recitation_chars_cpu.json").read_text())["records"]
                 if run["facts"]["part"] == "reference size, block 160"]
     assert len(measured) >= 2
     for run in measured:
         assert _stage_settings(recipe, parsed(run["command"])) == best, run["command"]
+    # learned positions: what the 100-epoch rows ran with EPOCHS=100 is now the recipe's own
+    learned = [run["command"] for run in json.loads((ROOT / "results" / "best_cpu.json").read_text())["records"]
+               if run["variant"] == "learned" and "EPOCHS=100" in run["command"]]
+    assert len(learned) >= 2
+    for run in learned:
+        assert _stage_settings(recipe, parsed(planned(*shlex.split(run)[2:]))) == _stage_settings(
+            recipe, parsed(command)), run
+    assert recipe.settled(parsed(command)).pretrain_epochs == 100 and recipe.settled(
+        parsed(planned("SEEDS=0,1"))).pretrain_epochs == 50
+    made = [run for run in json.loads((ROOT / "results" / "best_cpu.json").read_text())["records"]
+            if run["command"].startswith("make best ")]
+    assert {run["facts"]["epochs"] for run in made} == {50, 100}
+    for run in made:  # each recorded command still runs as many epochs as its row measured
+        assert recipe.settled(parsed(planned(*shlex.split(run["command"])[2:]))).pretrain_epochs == \
+            run["facts"]["epochs"], run["command"]
     answers = recipe.span_flags(recipe.settled(parsed(command)))
     assert " ".join(answers) == ("--answer_from_recitation True --continue_recitation True --recitation_beams 4 "
                                  "--skip_name_words True --first_of_pair True --birth_before_death True")

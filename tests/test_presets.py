@@ -14,9 +14,9 @@ import evaluate_birthplace
 import train_finetune
 import train_pretrain
 from data_scripts import DataFileError
-from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
+from modeling_chargpt import POSITION_EMBEDDING_TYPES, CharGPTConfig, CharGPTForCausalLM
 from training import ModelArguments, TrainingArguments, UsageError, build_optimizer, parse_args
-from training.presets import DEFAULTS, FROM_SCRATCH, PRESETS, REFERENCE, resolve
+from training.presets import BY_POSITION, DEFAULT_POSITION, DEFAULTS, FROM_SCRATCH, PRESETS, REFERENCE, resolve
 
 
 def parse(argv, stage="pretrain"):
@@ -48,10 +48,27 @@ def parse_script(stage, argv):
 
 @pytest.mark.parametrize("name", [n for n in PRESETS if n != REFERENCE])
 @pytest.mark.parametrize("stage", ["pretrain", "finetune"])
-def test_preset_sets_its_values(name, stage):
-    parsed = parse_script(stage, ["--preset", name])
-    for field, value in DEFAULTS[stage][name].items():
+@pytest.mark.parametrize("position", [None, *POSITION_EMBEDDING_TYPES])
+def test_preset_sets_its_values(name, stage, position):
+    """The preset's stage values, and for a pretraining its values for the position encoding named (or the model's
+    default one, learned, when none is); a finetuning loads its model's encoding and takes none of them."""
+    parsed = parse_script(stage, ["--preset", name, *(["--position_embedding_type", position] if position else [])])
+    by_position = BY_POSITION[name].get(position or "learned", {}) if stage == "pretrain" else {}
+    for field, value in {**DEFAULTS[stage][name], **by_position}.items():
         assert getattr(next(p for p in parsed if hasattr(p, field)), field) == value
+    assert DEFAULT_POSITION == ModelArguments().position_embedding_type == "learned"
+
+
+def test_best_pretrains_learned_positions_twice_as_long_unless_told():
+    """recipes/best.yaml: 100 epochs for learned positions, 50 for rope; a flag given still wins over both."""
+    def epochs(*flags):
+        return next(p for p in parse_script("pretrain", ["--preset", "best", *flags]) if hasattr(p, "num_train_epochs")
+                    ).num_train_epochs
+
+    assert (epochs(), epochs("--position_embedding_type", "learned"), epochs("--position_embedding_type", "rope")) \
+        == (100, 100, 50)
+    assert epochs("--num_train_epochs", "7") == epochs("--position_embedding_type", "rope", "--num_train_epochs", "7") \
+        == 7
 
 
 def test_explicit_flags_win_over_the_preset():
@@ -178,11 +195,12 @@ def test_best_preset_is_the_recipe_measured_at_the_reference_size():
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
     epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]  # run_experiments.py --pretrain_epochs
     split = pretrain[pretrain.index("--mixed_qa_corpus_path") + 1]
-    ran = {"pretrain": [*epochs, *both, *pretrain], "finetune": [*both, "--recite", "True", "--learning_rate",
-                                                                 str(run["learning_rate"])]}
+    position = ["--position_embedding_type", opts.variant]  # as run_experiments.py --variants passes it
+    ran = {"pretrain": [*epochs, *both, *pretrain, *position],
+           "finetune": [*both, "--recite", "True", "--learning_rate", str(run["learning_rate"])]}
     for stage, flags in ran.items():
-        best = parse_script(stage, ["--preset", "best", *(["--mixed_qa_corpus_path", split] if stage == "pretrain"
-                                                           else [])])
+        best = parse_script(stage, ["--preset", "best", *(["--mixed_qa_corpus_path", split, *position]
+                                                           if stage == "pretrain" else [])])
         measured = parse_script(stage, flags)
         assert settings(best) == settings(measured), stage
         if stage == "pretrain":

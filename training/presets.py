@@ -2,7 +2,8 @@
 (`--preset`, one file each in `recipes/`) that change some of them on purpose, resolved in one place (`resolve`).
 
 A run takes, for every field, the first of: the flag you gave (or the key of your argument file); the preset's
-value for this stage; the reference value for this stage; the dataclass default (stage-independent reference
+value for this stage (for pretraining, its values for the run's position encoding over the rest: `best` pretrains
+learned positions longer); the reference value for this stage; the dataclass default (stage-independent reference
 values such as weight decay 0.1 live there, in `training/arguments.py`). So `--preset cpu-fast --learning_rate
 1e-3` keeps the rest of cpu-fast and your learning rate. What each preset reaches: docs/results.md; the commands that
 measured it: docs/reproduce.md. `EVALUATION` holds how a preset's models answer (evaluate_birthplace.py --preset)
@@ -16,6 +17,7 @@ from typing import Any
 from transformers.utils import logging
 
 import recipes
+from modeling_chargpt import CharGPTConfig
 
 from .errors import UsageError
 
@@ -28,6 +30,11 @@ PRESETS: tuple[str, ...] = recipes.names()
 # Each stage's values per preset, read from its file in recipes/ (the one home of these values)
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     stage: {name: recipes.load(name)[stage] for name in PRESETS} for stage in STAGES}
+# Pretraining values per preset and position encoding, over the preset's `pretrain` values.
+BY_POSITION: dict[str, dict[str, dict[str, Any]]] = {
+    name: recipes.load(name)["pretrain_by_position"] for name in PRESETS}
+# The position encoding of a run that does not name one (--position_embedding_type), the model's default.
+DEFAULT_POSITION = CharGPTConfig().position_embedding_type
 # evaluate_birthplace.py --preset: how the preset's models answer (the others answer as the assignment does).
 EVALUATION: dict[str, dict[str, Any]] = {name: recipes.load(name)["evaluate"] for name in PRESETS
                                          if recipes.load(name)["evaluate"]}
@@ -60,6 +67,8 @@ def resolve(stage: str, given: dict[str, Any]) -> dict[str, Any]:
         reference = {**table[REFERENCE], **(FROM_SCRATCH if from_scratch else {})}
         scratch = recipes.load(preset)["finetune_from_scratch"] if from_scratch else {}
         overlay = {**table[preset], **scratch} if preset != REFERENCE else {}
+        if stage == "pretrain":  # a loaded model's encoding is its own; only a pretraining names the one it makes
+            overlay.update(BY_POSITION[preset].get(given.get("position_embedding_type", DEFAULT_POSITION), {}))
     chosen = {name: value for name, value in overlay.items() if name not in given}
     if chosen:
         logger.info("--preset %s sets %s", preset, chosen)
@@ -77,6 +86,8 @@ def describe(preset: str) -> str:
         stages.append(f"finetuning from scratch {_values(FROM_SCRATCH)}")
     else:
         stages = [f"{STAGE_NAMES[s]} {_values(DEFAULTS[s][preset])}" for s in DEFAULTS]
+        stages += [f"{STAGE_NAMES['pretrain']} of {position} positions {_values(values)}"
+                   for position, values in BY_POSITION[preset].items()]
         if preset in EVALUATION:
             stages.append(f"evaluation {_values(EVALUATION[preset])}")
     return f"'{preset}' ({PURPOSE[preset]}: {'; '.join(stages)})"
