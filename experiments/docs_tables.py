@@ -27,6 +27,7 @@ import records as run_records
 import yaml
 
 from training.files import atomic_write_text
+from training.presets import BY_POSITION as PRESET_BY_POSITION
 from training.presets import DEFAULTS as PRESET_DEFAULTS
 from training.presets import EVALUATION as PRESET_EVALUATION
 from training.presets import FROM_SCRATCH
@@ -411,7 +412,7 @@ BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"],
               PRESET_DEFAULTS["pretrain"]["best"].get("block_size", 128))
 # what each recipe file of recipes/ sets (training/presets.py reads them): tables.yaml's `recipes`
 RECIPES = {"defaults": PRESET_DEFAULTS, "evaluation": PRESET_EVALUATION, "needs": PRESET_NEEDS,
-           "from_scratch": FROM_SCRATCH}
+           "from_scratch": FROM_SCRATCH, "by_position": PRESET_BY_POSITION}
 
 
 def spec_table(name: str, spec: dict) -> Callable[[Results], str]:
