@@ -16,7 +16,7 @@ import train_pretrain
 from data_scripts import DataFileError
 from modeling_chargpt import POSITION_EMBEDDING_TYPES, CharGPTConfig, CharGPTForCausalLM
 from training import ModelArguments, TrainingArguments, UsageError, build_optimizer, parse_args
-from training.presets import BY_POSITION, DEFAULT_POSITION, DEFAULTS, FROM_SCRATCH, PRESETS, REFERENCE, resolve
+from training.presets import BY_POSITION, DEFAULTS, FROM_SCRATCH, PRESETS, REFERENCE, resolve
 
 
 def parse(argv, stage="pretrain"):
@@ -56,7 +56,7 @@ def test_preset_sets_its_values(name, stage, position):
     by_position = BY_POSITION[name].get(position or "learned", {}) if stage == "pretrain" else {}
     for field, value in {**DEFAULTS[stage][name], **by_position}.items():
         assert getattr(next(p for p in parsed if hasattr(p, field)), field) == value
-    assert DEFAULT_POSITION == ModelArguments().position_embedding_type == "learned"
+    assert ModelArguments().position_embedding_type == "learned"
 
 
 def test_best_pretrains_learned_positions_twice_as_long_unless_told():

@@ -110,7 +110,8 @@ def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stag
     """The parser's dataclasses from what the user gave; with a `stage`, what they left unset comes from that stage's
     defaults and `--preset` (`training.presets.resolve`)."""
     given = given_args(parser, argv)
-    return parser.parse_dict(given if stage is None else resolve(stage, given))
+    return parser.parse_dict(given if stage is None else
+                             resolve(stage, given, parser.get_default("position_embedding_type")))
 
 
 def check_flags(parser: HfArgumentParser, argv: Sequence[str], stage: str | None, what: str) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 from transformers.utils import logging
 
 import recipes
-from modeling_chargpt import CharGPTConfig
 
 from .errors import UsageError
 
@@ -33,8 +32,6 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 # Pretraining values per preset and position encoding, over the preset's `pretrain` values.
 BY_POSITION: dict[str, dict[str, dict[str, Any]]] = {
     name: recipes.load(name)["pretrain_by_position"] for name in PRESETS}
-# The position encoding of a run that does not name one (--position_embedding_type), the model's default.
-DEFAULT_POSITION = CharGPTConfig().position_embedding_type
 # evaluate_birthplace.py --preset: how the preset's models answer (the others answer as the assignment does).
 EVALUATION: dict[str, dict[str, Any]] = {name: recipes.load(name)["evaluate"] for name in PRESETS
                                          if recipes.load(name)["evaluate"]}
@@ -46,9 +43,10 @@ FROM_SCRATCH: dict[str, Any] = recipes.load(REFERENCE)["finetune_from_scratch"]
 PURPOSE = {name: recipes.load(name)["purpose"] for name in PRESETS}
 
 
-def resolve(stage: str, given: dict[str, Any]) -> dict[str, Any]:
+def resolve(stage: str, given: dict[str, Any], position: str | None = None) -> dict[str, Any]:
     """Every value a run of `stage` ('pretrain', 'finetune' or 'evaluate') uses: the table's layers under what was
-    `given`.
+    `given`. `position` is the encoding a pretraining makes when `given` names none (the script's default, which its
+    parser knows; read there, not imported here, so that reading the recipes loads no torch).
 
     `given` holds only what the user set (flags or an argument file); the result is ready for
     `HfArgumentParser.parse_dict`. Finetuning without a `model_name_or_path` takes `FROM_SCRATCH` over its reference.
@@ -68,7 +66,7 @@ def resolve(stage: str, given: dict[str, Any]) -> dict[str, Any]:
         scratch = recipes.load(preset)["finetune_from_scratch"] if from_scratch else {}
         overlay = {**table[preset], **scratch} if preset != REFERENCE else {}
         if stage == "pretrain":  # a loaded model's encoding is its own; only a pretraining names the one it makes
-            overlay.update(BY_POSITION[preset].get(given.get("position_embedding_type", DEFAULT_POSITION), {}))
+            overlay.update(BY_POSITION[preset].get(given.get("position_embedding_type", position), {}))
     chosen = {name: value for name, value in overlay.items() if name not in given}
     if chosen:
         logger.info("--preset %s sets %s", preset, chosen)
