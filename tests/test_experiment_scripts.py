@@ -603,16 +603,15 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     for run in measured:
         assert _stage_settings(recipe, parsed(run["command"])) == best, run["command"]
     # learned positions: what the 100-epoch rows ran with EPOCHS=100 is now the recipe's own
-    learned = [run["command"] for run in json.loads((ROOT / "results" / "best_cpu.json").read_text())["records"]
-               if run["variant"] == "learned" and "EPOCHS=100" in run["command"]]
+    made = [run for run in json.loads((ROOT / "results" / "best_cpu.json").read_text())["records"]
+            if run["command"].startswith("make best ")]
+    learned = [run["command"] for run in made if run["variant"] == "learned" and "EPOCHS=100" in run["command"]]
     assert len(learned) >= 2
     for run in learned:
         assert _stage_settings(recipe, parsed(planned(*shlex.split(run)[2:]))) == _stage_settings(
             recipe, parsed(command)), run
     assert recipe.settled(parsed(command)).pretrain_epochs == 100 and recipe.settled(
         parsed(planned("SEEDS=0,1"))).pretrain_epochs == 50
-    made = [run for run in json.loads((ROOT / "results" / "best_cpu.json").read_text())["records"]
-            if run["command"].startswith("make best ")]
     assert {run["facts"]["epochs"] for run in made} == {50, 100}
     for run in made:  # each recorded command still runs as many epochs as its row measured
         assert recipe.settled(parsed(planned(*shlex.split(run["command"])[2:]))).pretrain_epochs == \
