@@ -8,6 +8,7 @@
 # finishes a seed here whatever the call did not. At BUDGET each process group gets SIGINT: a pretraining still
 # running saves a checkpoint, which comes back in parts of 15 MB (pretrain-checkpoint-seedS.tar.gz.part-*; `cat` them
 # into `tar xz` under DIR/pretrain/VARIANT-causal-seedS-pretrain/checkpoints, and RESUME=1 continues from it).
+# Ctrl-C (SIGINT) or SIGTERM ends the call early the same way, where a terminal runs it.
 # Before a first call the speed is not known: SPEED's flags made the faithful pretraining (batch 128) about 100 steps
 # a second on an H100 and an H200 (results/bench_gpu_h*.json); best's 100 epochs are 14,200 steps of batch 32.
 #   bash experiments/gpu_session.sh prepare     # here, once: the data and wheels in .gpu/
@@ -36,9 +37,11 @@ send_model() {  # seed $1's pretrained model, once, as soon as it is saved (the 
   local dir; dir=$(pretrained "$1")
   [ -f "$OUT/pretrained-seed$1.tar" ] && return 0
   [ -f "$dir/model.safetensors" ] && [ -f "$dir/train_results.json" ] || return 0
-  # the model, not the checkpoints and TensorBoard events the run keeps in the same folder
-  tar cf "$OUT/pretrained-seed$1.tar" -C "$(dirname "$dir")" --exclude="$(basename "$dir")/checkpoints" \
+  # the model, not the checkpoints and TensorBoard events the run keeps in the same folder; written under another
+  # name first, so that a tar cut short by a stop is never taken for a sent model
+  tar cf "$OUT/.pretrained-seed$1.tar" -C "$(dirname "$dir")" --exclude="$(basename "$dir")/checkpoints" \
     --exclude="$(basename "$dir")/runs" "$(basename "$dir")" \
+    && mv "$OUT/.pretrained-seed$1.tar" "$OUT/pretrained-seed$1.tar" \
     && stage "seed $1 pretrained: $("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))
 print({k: r[k] for k in ("global_step", "final_loss", "train_seconds")})' "$dir/train_results.json")"
 }
@@ -46,14 +49,21 @@ print({k: r[k] for k in ("global_step", "final_loss", "train_seconds")})' "$dir/
 main() {
   stage "environment"
   environment || return 1
-  local seed pids=() alive
+  local seed pids=() alive stop=""
+  # a stop asked for ends the waiting as the budget does (the runs started below are in process groups of their own,
+  # which a Ctrl-C in the terminal does not reach: SIGINT goes to them below, where it saves their checkpoints)
+  trap 'stop="stopped by a signal"' INT TERM
   for seed in ${SEEDS//,/ }; do
     mkdir -p "$WORK/seed$seed"
-    # no job control here, so the background python is no group leader and setsid makes it one in place: $! is its
-    # process group, which SIGINT reaches whole (recipe, run_experiments, the training)
-    setsid "$PY" experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best \
+    # job control on for the launch: the run gets a process group of its own ($! is its leader), which SIGINT
+    # below reaches whole (recipe, run_experiments, the training) and a Ctrl-C in the terminal does not; and SIGINT
+    # stays at its default (a shell without job control starts its background commands with SIGINT ignored, and a
+    # run stopped before it set a handler of its own went on)
+    set -m
+    "$PY" experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best \
       --variant "$VARIANT" --seeds "$seed" --pretrain_epochs "$EPOCHS" --threads "$THREADS" $RECIPE_EXTRA \
-      ${SPEED:+--pretrain_extra "$SPEED"} > "$WORK/seed$seed.log" 2>&1 &
+      ${SPEED:+--pretrain_extra "$SPEED"} > "$WORK/seed$seed.log" 2>&1 < /dev/null &
+    set +m
     pids+=("$!")
     stage "seed $seed: process group $!"
   done
@@ -62,7 +72,8 @@ main() {
     alive=0
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     for seed in ${SEEDS//,/ }; do send_model "$seed"; done
-    [ "$alive" = 1 ] && [ "$SECONDS" -lt "$BUDGET" ] || break
+    [ "$SECONDS" -lt "$BUDGET" ] || stop=${stop:-"budget of ${BUDGET}s reached"}
+    [ "$alive" = 1 ] && [ -z "$stop" ] || break
     if [ $((SECONDS - last)) -ge 60 ]; then
       last=$SECONDS
       for seed in ${SEEDS//,/ }; do
@@ -73,7 +84,7 @@ main() {
     sleep 5
   done
   if [ "$alive" = 1 ]; then
-    stage "budget of ${BUDGET}s reached: SIGINT to every process group"
+    stage "$stop: SIGINT to every process group"
     for pid in "${pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null; done
     for _ in $(seq 30); do
       alive=0; for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
@@ -100,4 +111,7 @@ main() {
 }
 
 mkdir -p "$OUT" "$WORK"
-main 2>&1 | tee -a "$OUT/session.log"
+# A Ctrl-C reaches every process of this pipeline: main() handles it, tee ignores it (so the log goes on to the end),
+# and this shell waits for both.
+trap : INT TERM
+main 2>&1 | (trap '' INT TERM; exec tee -a "$OUT/session.log")

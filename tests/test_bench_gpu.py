@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -368,19 +372,37 @@ def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki
     assert "done in" in (out / "session.log").read_text()
 
 
-def test_gpu_best_at_its_budget_stops_the_pretraining_and_sends_its_checkpoint_in_parts(wiki, tmp_path):
-    """A pretraining still running when the budget ends gets SIGINT, saves a checkpoint, and the checkpoint comes back
-    in parts that `cat` joins into one archive (no final model: none was saved)."""
+def _gpu_best_env(wiki: Path, out: Path, work: Path, budget: int) -> dict[str, str]:
+    """experiments/gpu_best.sh with a tiny model and one seed whose pretraining runs on past any test."""
+    return {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "1",
+            "EPOCHS": "100000", "SPEED": "--checkpointing_steps 1000000", "THREADS": "1", "PYTHON": sys.executable,
+            "NO_WHEELS": "1", "RECIPE_EXTRA": "--n_embd 32 --holdout 5", "BUDGET": str(budget)}
+
+
+def test_a_stop_during_the_pretraining_sends_its_checkpoint_in_parts(wiki, tmp_path):
+    """A Ctrl-C (SIGINT to the script's process group, as a terminal sends it) once the pretraining is running: the
+    script passes SIGINT on to the run, which saves a checkpoint, and the checkpoint comes back in parts that `cat`
+    joins into one archive (no final model: none was saved); the session log goes on to the end."""
     import tarfile
 
     out, work = tmp_path / "out", tmp_path / "work"
-    env = {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "1",
-           "EPOCHS": "100000", "SPEED": "--checkpointing_steps 1000000", "THREADS": "1", "PYTHON": sys.executable,
-           "NO_WHEELS": "1", "RECIPE_EXTRA": "--n_embd 32 --holdout 5", "BUDGET": "60"}
-    proc = subprocess.run(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert not (out / "pretrained-seed1.tar").exists()
+    proc = subprocess.Popen(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=_gpu_best_env(wiki, out, work, 600),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    log = work / "seed1" / "pretrain" / "learned-causal-seed1-pretrain.log"
+    deadline = time.monotonic() + 240
+    try:  # the loop logs "step N/TOTAL ..." every 100 steps: the pretraining is under way
+        while not (log.is_file() and re.search(r"step \d+/\d+", log.read_text(errors="replace"))):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        printed, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, printed[-3000:]
+    assert "stopped by a signal: SIGINT to every process group" in printed and "done in" in printed
+    assert "done in" in (out / "session.log").read_text()
+    assert not list(out.glob("*pretrained-seed1.tar"))
     parts = sorted(out.glob("pretrain-checkpoint-seed1.tar.gz.part-*"))
     assert parts
     joined = tmp_path / "checkpoint.tar.gz"
@@ -389,3 +411,17 @@ def test_gpu_best_at_its_budget_stops_the_pretraining_and_sends_its_checkpoint_i
         names = tar.getnames()
     (step,) = {name.split("/")[0] for name in names}  # the interrupt's own checkpoint, no periodic one
     assert step.startswith("step-") and {f"{step}/model.safetensors", f"{step}/optimizer.bin"} <= set(names)
+
+
+def test_gpu_best_at_its_budget_stops_every_run(wiki, tmp_path):
+    """At BUDGET seconds (here reached during the check of the environment) every run's process group gets SIGINT
+    and is gone before the script collects what there is and ends."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    proc = subprocess.run(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=_gpu_best_env(wiki, out, work, 1),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "budget of 1s reached: SIGINT to every process group" in proc.stdout and "done in" in proc.stdout
+    (group,) = re.findall(r"seed 1: process group (\d+)", proc.stdout)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(int(group), 0)
+    assert (out / "gpu_best_outputs.tar.gz").is_file() and not list(out.glob("*.tar"))
