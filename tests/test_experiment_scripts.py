@@ -36,10 +36,10 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "exp"
-    run_ok([sys.executable, "experiments/run_experiments.py", "--data_dir", str(world), "--out_dir", str(out),
-            "--recipe", "demo", "--variants", "learned", "--pretrain_epochs", "2", "--save_epochs", "1",
-            "--skip_baselines", "--threads", "1",
-            "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"])
+    assert run_script("experiments/run_experiments.py", [  # its stages are processes
+        "--data_dir", str(world), "--out_dir", str(out), "--recipe", "demo", "--variants", "learned",
+        "--pretrain_epochs", "2", "--save_epochs", "1", "--skip_baselines", "--threads", "1",
+        "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"]) == 0
     summary = json.loads((out / "results.json").read_text())
     # --pretrain_extra reaches pretraining only (train_finetune.py has no such flag and would have failed)
     assert "| mixed_name_prompts | 40 |" in (out / "learned-causal-seed0-pretrain" / "README.md").read_text()
@@ -326,9 +326,10 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     marked = [dict(r, correct=r["correct"] or i in (0, 3, 4)) for i, r in enumerate(map(json.loads,
                                                                                          chosen.read_text().splitlines()))]
     chosen.write_text("".join(json.dumps(r) + "\n" for r in marked))
-    choose = [sys.executable, "experiments/choose_final_questions.py", "--select_dir", str(out),
-              "--data_dir", str(world), "--threads", "1"]
-    printed = run_ok(choose)
+    capsys.readouterr()
+    assert run_script("experiments/choose_final_questions.py", [  # its finetunings are processes
+        "--select_dir", str(out), "--data_dir", str(world), "--threads", "1"]) == 0
+    printed = capsys.readouterr().out
     where = out / "final_questions"
     choice = json.loads((where / "choice.json").read_text())
     halves = [(where / f"half{k}.tsv").read_text().splitlines() for k in (0, 1)]
