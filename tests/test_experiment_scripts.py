@@ -796,10 +796,10 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     more = plan("--answer_from_recitation", "--continue_recitation")
     assert more == [line.replace("--answer_from_recitation True", "--answer_from_recitation True --continue_recitation "
                                  "True") for line in spans]
-    proc = subprocess.run([*cmd, "--data_dir", str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "wiki.txt is missing" in proc.stderr
+    capfd.readouterr()
+    assert run_script(cmd[1], [*cmd[2:], "--data_dir", str(tmp_path)]) == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and err.strip().count("\n") == 0 and "wiki.txt is missing" in err
     for bad, says in ((["--seeds", "0,x"], "--seeds '0,x'"), (["--target_precision", "1.5"], "--target_precision 1.5"),
                       (["--continue_recitation"], "--continue_recitation only changes --answer_from_recitation")):
         with pytest.raises(SystemExit) as stopped:  # checked before the first step runs, as one line
