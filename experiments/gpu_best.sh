@@ -56,19 +56,22 @@ main() {
   for seed in ${SEEDS//,/ }; do
     mkdir -p "$WORK/seed$seed"
     # job control on for the launch: the run gets a process group of its own ($! is its leader), which SIGINT
-    # below reaches whole (recipe, run_experiments, the training) and a Ctrl-C in the terminal does not; and SIGINT
-    # stays at its default (a shell without job control starts its background commands with SIGINT ignored, and a
-    # run stopped before it set a handler of its own went on)
+    # below reaches whole (recipe, run_experiments, the training) and a Ctrl-C in the terminal does not. The run
+    # starts with SIGINT at its default through a python that resets it and execs the recipe: a background command
+    # of a shell without job control, or anything a shell started in the background runs, has SIGINT ignored, which
+    # bash cannot undo, and a run stopped before it set a handler of its own went on
     set -m
-    "$PY" experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best \
-      --variant "$VARIANT" --seeds "$seed" --pretrain_epochs "$EPOCHS" --threads "$THREADS" $RECIPE_EXTRA \
-      ${SPEED:+--pretrain_extra "$SPEED"} > "$WORK/seed$seed.log" 2>&1 < /dev/null &
+    "$PY" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])' experiments/recite_recipe.py --data_dir "$DATA" \
+      --out_dir "$WORK/seed$seed" --recipe best --variant "$VARIANT" --seeds "$seed" --pretrain_epochs "$EPOCHS" \
+      --threads "$THREADS" $RECIPE_EXTRA ${SPEED:+--pretrain_extra "$SPEED"} > "$WORK/seed$seed.log" 2>&1 < /dev/null &
     set +m
     pids+=("$!")
     stage "seed $seed: process group $!"
   done
   local last=0
   while :; do
+    sleep 5  # first: a run is never signalled in the moment before its launcher has put SIGINT back to its default
     alive=0
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     for seed in ${SEEDS//,/ }; do send_model "$seed"; done
@@ -81,7 +84,6 @@ main() {
              "| $(tail -c 300 "$WORK/seed$seed.log" | tr '\r\n' '  ' | tail -c 120)"
       done
     fi
-    sleep 5
   done
   if [ "$alive" = 1 ]; then
     stage "$stop: SIGINT to every process group"
