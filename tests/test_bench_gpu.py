@@ -407,7 +407,8 @@ def test_a_stop_during_the_pretraining_sends_its_checkpoint_in_parts(wiki, tmp_p
     deadline = time.monotonic() + 240
     try:  # the loop logs "step N/TOTAL ..." every 100 steps: the pretraining is under way
         while not (log.is_file() and re.search(r"step \d+/\d+", log.read_text(errors="replace"))):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                (work / "seed1.log").read_text()[-3000:] if (work / "seed1.log").is_file() else "no run log")
             time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGTERM)
         printed, _ = proc.communicate(timeout=120)
