@@ -346,6 +346,14 @@ def test_step_ops_counts_each_phase_and_not_the_width(tiny_data, tmp_path):
         assert flops["backward"] == 2 * flops["forward"]
 
 
+def _gpu_best_env(wiki: Path, out: Path, work: Path, budget: int) -> dict[str, str]:
+    """experiments/gpu_best.sh with a tiny model and one seed whose pretraining runs on past any test (a test that
+    lets it finish sets EPOCHS)."""
+    return {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "1",
+            "EPOCHS": "100000", "SPEED": "--checkpointing_steps 1000000", "THREADS": "1", "PYTHON": sys.executable,
+            "NO_WHEELS": "1", "RECIPE_EXTRA": "--n_embd 32 --holdout 5", "BUDGET": str(budget)}
+
+
 def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki, tmp_path):
     """experiments/gpu_best.sh, the `make best` call for a GPU, on a CPU with a tiny model and one seed (each seed
     runs the same way, in its own process): the seed's pretrained model comes back as one tar that make best
@@ -353,9 +361,8 @@ def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki
     import tarfile
 
     out, work = tmp_path / "out", tmp_path / "work"
-    env = {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "1",
-           "EPOCHS": "1", "SPEED": "", "THREADS": "1", "PYTHON": sys.executable, "NO_WHEELS": "1",
-           "RECIPE_EXTRA": "--n_embd 32 --holdout 5 --learning_rates 1e-4 --no_confidence", "BUDGET": "600"}
+    env = {**_gpu_best_env(wiki, out, work, 600), "EPOCHS": "1", "SPEED": "",
+           "RECIPE_EXTRA": "--n_embd 32 --holdout 5 --learning_rates 1e-4 --no_confidence"}
     proc = subprocess.run(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -370,13 +377,6 @@ def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki
             "./seed1/select/seed1/final.test.predictions"} <= names
     assert not any(name.endswith(".safetensors") for name in names)
     assert "done in" in (out / "session.log").read_text()
-
-
-def _gpu_best_env(wiki: Path, out: Path, work: Path, budget: int) -> dict[str, str]:
-    """experiments/gpu_best.sh with a tiny model and one seed whose pretraining runs on past any test."""
-    return {**user_env(), "DATA": str(wiki.parent), "OUT": str(out), "WORK": str(work), "SEEDS": "1",
-            "EPOCHS": "100000", "SPEED": "--checkpointing_steps 1000000", "THREADS": "1", "PYTHON": sys.executable,
-            "NO_WHEELS": "1", "RECIPE_EXTRA": "--n_embd 32 --holdout 5", "BUDGET": str(budget)}
 
 
 def _runs_left(out: Path) -> list[int]:
