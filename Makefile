@@ -26,7 +26,7 @@ recite:          ## a recipe of recipes/ that chooses its finetuning rate on hel
 		$(if $(SPAN),--answer_from_recitation) $(if $(CONTINUE),--continue_recitation) \
 		$(if $(CHOOSE),--choose_final_questions) $(if $(RESUME),--resume)
 
-best:            ## recipes/best.yaml step by step (the reference size; pretraining per seed on 2 Zen 4 cores: rope 74-79 min, learned positions 149-153 min for their 100 epochs; then the rate's choice): make best DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=50] [RESUME=1]
+best:            ## recipes/best.yaml step by step (the reference size; pretraining per seed on 2 Zen 4 or Zen 5 cores: rope 74-79 min, learned positions 143-153 min for their 100 epochs; then the rate's choice): make best DATA=dir [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=50] [RESUME=1]
 	$(MAKE) recite RECIPE=best RECITE_OUT=$(or $(RECITE_OUT),out/best)
 
 lint:            ## ruff, as CI runs it
