@@ -8,6 +8,7 @@ import importlib.util
 import json
 import logging
 import math
+import platform
 import random
 from collections import Counter
 from pathlib import Path
@@ -530,6 +531,13 @@ def test_bench_data_reports_both_paths(corpus, tmp_path, capsys):
     capsys.readouterr()
     assert run_cli(bench.main, ["--data_dir", str(tmp_path / "nowhere")]) == 1
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
+    # the CPU a timing names: its family, model and matrix units, read from the first processor's lines
+    first = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+    zen5 = first + "flags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\nmodel name\t: other\n"
+    assert bench.cpu_name(zen5) == "AMD EPYC (family 26 model 2; AVX-512 with avx512_bf16, no AMX)"
+    assert bench.cpu_name(first + "flags\t\t: avx2 avx512f amx_tile\n").endswith("model 2; AMX)")
+    assert bench.cpu_name(first + "flags\t\t: avx2\n").endswith("(family 26 model 2; AVX2, no AVX-512)")
+    assert bench.cpu_name("") == (platform.processor() or platform.machine())  # no /proc/cpuinfo: what Python says
 
 
 def test_finetuning_batches_are_the_dataloader_batches(corpus):

@@ -240,10 +240,15 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     config["answering"]["abstain_below"] = threshold
     (folder / "config.json").write_text(json.dumps(config))
     out = tmp_path / "pipeline.json"
+    made = tmp_path / "made.json"  # what experiments/recite_recipe.py writes of the run that made the model
+    made.write_text(json.dumps({"command": "make best", "recipe": "best", "pretraining": "recitation",
+                                "variant": config["position_embedding_type"], "n_embd": config["n_embd"],
+                                "pretrain_epochs": 50, "seeds": [{"seed": 3, "dev": 90.0}]}))
     # its own process: trust_remote_code registers the folder's copy of the model with the Auto classes, which
     # other tests of this worker must not inherit
     proc, = run_concurrently([[sys.executable, "experiments/benchmarks/measure_pipeline.py", "--model", str(folder),
-                               "--data_dir", str(world), "--predictions", str(preds), "--json", str(out)]],
+                               "--data_dir", str(world), "--predictions", str(preds), "--recipe_results", str(made),
+                               "--json", str(out)]],
                              cwd=ROOT, env=user_env(HF_HOME=str(tmp_path / "hf")))
     assert proc.returncode == 0, proc.stderr[-3000:]
     (found,) = json.loads(out.read_text())["records"]  # one run record (experiments/records.py's shape)
@@ -255,7 +260,8 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
                                                                                 sum(r["correct"] for r in answered))
     assert facts["coverage"] == 10 * len(answered) and "at its saved threshold" in proc.stdout
     assert load("experiments/records.py").check([found], out)
-    assert found["variant"] == config["position_embedding_type"] and found["seeds"] == []
+    assert found["variant"] == config["position_embedding_type"] and found["seeds"] == [3]
+    assert found["recipe"] == "best" and facts["made_by"] == "make best" and facts["made"][0]["dev"] == 90.0
     assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
                                                          "--json", str(out)]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")

@@ -30,15 +30,27 @@ from training.files import atomic_write_json
 from training.loop import CountingCollate
 
 
-def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def cpu_name(cpuinfo: str | None = None) -> str:
+    """The CPU's model name with its family, model and matrix units (from /proc/cpuinfo where there is one): a
+    name alone ("AMD EPYC") spans CPUs whose speeds differ twofold, and timings are only compared on one CPU."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if not key.strip():
+            break  # the first processor is enough
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    flags = set(fields.get("flags", "").split())
+    units = ("AMX" if "amx_tile" in flags else "AVX-512 with avx512_bf16, no AMX" if "avx512_bf16" in flags
+             else "AVX-512, no AMX" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2")
+    where = f"family {fields['cpu family']} model {fields['model']}; " if "cpu family" in fields else ""
+    return f"{fields['model name']} ({where}{units})"
 
 
 def rate(batches: Iterator[dict], seconds: float, sync: Callable[[], None]) -> tuple[float, float, int]:

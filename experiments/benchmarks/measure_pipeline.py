@@ -9,7 +9,7 @@ the format and threshold saved there), asks every dev question, and records the 
 everything, then the coverage and precision at the saved threshold ("I don't know" below it). With
 --predictions (evaluate_birthplace.py's file for the same model) it also counts the answers that differ from the
 evaluation's: the pipeline must answer as the model was measured. --recipe_results copies how the model was made
-(experiments/recite_recipe.py's results.json: command, pretraining time, chosen rate) into the record.
+(experiments/recite_recipe.py's results.json: command, recipe, pretraining time, chosen rate) into the record.
 """
 
 from __future__ import annotations
@@ -54,14 +54,15 @@ def score(outputs: list[dict], gold: list[str]) -> dict:
 
 
 def recipe_of(path: str) -> dict:
-    """What recite_recipe.py's results.json says made the model (command, shape, epochs, per-seed record)."""
+    """What recite_recipe.py's results.json says made the model (command, recipe, shape, epochs, per-seed record;
+    the recipe is recipes/'s name, or the pretraining's where an older run wrote no recipe)."""
     try:
         made = json.loads(read_text_file(path))
     except json.JSONDecodeError as err:
         raise UsageError(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
     keys = ("command", "pretraining", "variant", "n_embd", "pretrain_epochs", "answer_from_recitation",
             "continue_recitation", "seeds")
-    return {key: made.get(key) for key in keys}
+    return {key: made.get(key) for key in keys} | {"recipe": made.get("recipe") or made.get("pretraining") or ""}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         facts |= {"made_by": made["command"], "pretraining": made["pretraining"], "n_embd": made["n_embd"],
                   "pretrain_epochs": made["pretrain_epochs"], "made": made["seeds"]}
     record = {  # experiments/records.py's shape, so docs_tables.py renders it as it is
-        "name": opts.model, "recipe": (made or {}).get("pretraining") or "", "flags": "",
+        "name": opts.model, "recipe": (made or {}).get("recipe", ""), "flags": "",
         "variant": (made or {}).get("variant") or config.position_embedding_type,
         "seeds": [seed["seed"] for seed in (made or {}).get("seeds") or []], "hardware": f"{cpu_name()}, fp32",
         "scores": {"dev": {key: dev[key] for key in ("correct", "total", "accuracy")},
