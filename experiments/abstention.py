@@ -36,7 +36,7 @@ from evaluation.confidence import (
     summarize,
 )
 from evaluation.record_files import check_records_match, read_records, records_path_for
-from training import UsageError, atomic_write_json, run_cli
+from training import UsageError, atomic_write_json, note_answering, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +90,7 @@ def save_threshold(folder: str, threshold: float, abstention: dict) -> None:
     config = json.loads(path.read_text(encoding="utf-8"))
     config["answering"] = {**(config.get("answering") or {}), "abstain_below": threshold, "abstention": abstention}
     atomic_write_json(path, config)
+    note_answering(folder)  # its card says so too
 
 
 def main(argv: Sequence[str] | None = None) -> int:

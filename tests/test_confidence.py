@@ -400,9 +400,11 @@ def test_the_held_out_threshold_travels_with_the_model(tmp_path, world, tiny_mod
     from transformers import pipeline
 
     from modeling_chargpt import TASK, BirthplaceQAPipeline
+    from training.hub import write_model_card
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)
+    write_model_card(model / "README.md", {"title": "tiny"})  # as a training run leaves it
     held = _write_eval(tmp_path, "held", _handmade([0.9, 0.8, 0.7, 0.6, 0.5, 0.4],
                                                    [True, True, False, True, False, False]))
     dev = _write_eval(tmp_path, "dev", _handmade([0.95, 0.65, 0.6, 0.59, 0.1], [True, False, True, True, False]))
@@ -413,6 +415,10 @@ def test_the_held_out_threshold_travels_with_the_model(tmp_path, world, tiny_mod
     assert answering["abstain_below"] == 0.6
     assert answering["abstention"] == {"target_precision": 0.75, "holdout_precision": 0.75,
                                        "holdout_coverage": pytest.approx(4 / 6), "holdout": str(held)}
+    card = (model / "README.md").read_text()  # whoever downloads it reads the threshold in its card
+    assert card.count("## How it answers") == 1 and ('Below a confidence of 0.6 it says "I don\'t know", a threshold '
+                                                     "chosen for 75% precision on held-out training questions (there "
+                                                     "it answered 66.7% of them, 75.0% right).") in card
     ask = pipeline(TASK, model=str(model), pipeline_class=BirthplaceQAPipeline, device="cpu")
     assert ask.settings.abstain_below == 0.6
     question = (world / "birth_dev.tsv").read_text(encoding="utf-8").split("\t")[0]

@@ -78,6 +78,11 @@ def test_a_pushed_model_answers_where_chargpt_is_not_installed(hub, tmp_path, ca
     assert f"- `birth_dev.tsv`: exact match {100 * accuracy:.1f}%, measured with `python evaluate_birthplace.py" \
         in card.text
     assert "trust_remote_code=True" in card.text
+    # how it answers, as finetuned (a recitation, greedy, no threshold), once, before the evaluation it describes
+    said = ("## How it answers\n\nIt recites the person's line, then names the place after its greedy recitation. It "
+            "answers every question: no abstention threshold is saved.")
+    assert card.text.count("## How it answers") == 1 and said in card.text
+    assert card.text.index(said) < card.text.index("## Evaluation")
 
     # what a person without chargpt gets from the "Hub" copy is what the package gives locally
     questions = [line.split("\t")[0] for line in dev.read_text(encoding="utf-8").splitlines()[:3]]
@@ -104,3 +109,25 @@ def test_a_failed_push_is_one_line_and_keeps_the_model(tmp_path, monkeypatch, ca
     assert err[-1] == (f"error: --push_to_hub run: PermissionError: 401 Client Error: no token (the model is saved "
                        f"in {out})")
     assert (out / "model.safetensors").is_file()
+
+
+def test_the_card_says_how_the_model_answers():
+    """describe_answering: the card's words for config.json's answering (format, decoding, rules, threshold), which
+    a card keeps one of however often it is rewritten."""
+    from training.hub import ANSWERS, _with_section, describe_answering
+
+    assert describe_answering({"answer_format": "direct"}).startswith("It answers the question directly, greedy")
+    best = {"answer_format": "recite", "answering": {
+        "answer_from_recitation": True, "continue_recitation": True, "recitation_beams": 4, "skip_name_words": True,
+        "first_of_pair": True, "birth_before_death": False, "abstain_below": 3.9e-15,
+        "abstention": {"target_precision": 0.8, "holdout_precision": 0.89, "holdout_coverage": 1.0}}}
+    assert describe_answering(best) == (
+        "It recites the person's line, then answers with the most probable place span in the best of 4 beam "
+        "recitations (a recitation cut at its limit is continued). Its rules: never a word of the asked name; of "
+        '"Perth, Scotland", Perth. Below a confidence of 3.9e-15 it says "I don\'t know", a threshold chosen for 80% '
+        "precision on held-out training questions (there it answered 100.0% of them, 89.0% right). The pipeline reads "
+        "these settings from config.json; its arguments override them.")
+    once = _with_section("# t\n\n## Evaluation\n\n- x\n", ANSWERS, "first")
+    assert once == "# t\n\n## How it answers\n\nfirst\n\n## Evaluation\n\n- x\n"
+    assert _with_section(once, ANSWERS, "second") == once.replace("first", "second")
+    assert _with_section("# t", ANSWERS, "body") == "# t\n\n## How it answers\n\nbody\n"

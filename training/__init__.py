@@ -20,7 +20,7 @@ _EXPORTS = {
     "checkpoints": ["find_latest_checkpoint"],
     "cli": ["parse_args", "run_cli", "run_logged"],
     "errors": ["TrainingDivergedError", "UsageError"],
-    "hub": ["add_eval_result", "push_if_asked", "push_run"],
+    "hub": ["add_eval_result", "note_answering", "push_if_asked", "push_run"],
     "files": ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "replace_folder"],
     "loop": ["build_optimizer", "make_accelerator", "train"],
     "outputs": ["check_output_dir", "check_output_file"],
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .cli import parse_args, run_cli, run_logged
     from .errors import TrainingDivergedError, UsageError
     from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
-    from .hub import add_eval_result, push_if_asked, push_run
+    from .hub import add_eval_result, note_answering, push_if_asked, push_run
     from .loop import build_optimizer, make_accelerator, train
     from .outputs import check_output_dir, check_output_file
     from .precision import cpu_has_fast_bf16, resolve_precision
@@ -88,6 +88,7 @@ __all__ = [
     "device_batches",
     "find_latest_checkpoint",
     "load_chargpt",
+    "note_answering",
     "make_accelerator",
     "parse_args",
     "parse_seeds",

@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizer
 from modeling_chargpt.pipeline_chargpt import save_pipeline_files
 
 from .files import atomic_write_json, replace_folder
-from .hub import write_model_card
+from .hub import note_answering, write_model_card
 from .reporting import plot_loss_curve
 from .state import TrainResult, TrainState
 
@@ -64,6 +64,8 @@ def save_final(
         summary = member_result.summary()
         _write_pretrained(accelerator, member, tokenizer, tmp, {**summary, "losses": member_result.losses})
         write_model_card(tmp / "README.md", {**member_card, **summary})
+        if str(card.get("stage", "")).startswith("finetuning"):  # a model that answers questions says how
+            note_answering(tmp)
         plot_loss_curve(member_result.losses, tmp / "loss_curve.png", title=card.get("title", "training loss"))
         for item in tmp.iterdir():
             os.replace(item, out / item.name)

@@ -3,6 +3,7 @@ evaluation fills in) and the upload (`HfApi`; the token comes from the environme
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from .files import atomic_write_text
 
 CARD = "README.md"
 EVALUATED = "## Evaluation"
+ANSWERS = "## How it answers"
+RULES = {"skip_name_words": "never a word of the asked name", "first_of_pair": 'of "Perth, Scotland", Perth',
+         "birth_before_death": "the place before a death date"}  # answering.py's span rules, for a reader
 TAGS = ["chargpt", "cs224n", "character-level", "birthplace-qa"]
 # What a model folder holds besides the model: resumable state, logs, snapshots and temporary folders stay local
 NOT_PUSHED = ["checkpoints/*", "runs/*", "epoch-*/*", ".tmp*", "*.tmp"]
@@ -41,6 +45,60 @@ def write_model_card(path: str | os.PathLike, info: dict[str, Any]) -> None:
     ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").save(path)
 
 
+def describe_answering(config: dict[str, Any]) -> str:
+    """How a model folder answers through the pipeline (config.json's `answer_format` and `answering`), in words:
+    what someone who downloads it gets is what was measured, so its card says which decoding and threshold those
+    are."""
+    answering = config.get("answering") or {}
+    beams = answering.get("recitation_beams") or 1
+    recitation = f"the best of {beams} beam recitations" if beams > 1 else "its greedy recitation"
+    if config.get("answer_format", "direct") == "direct":
+        how = "It answers the question directly, greedy, as the assignment's models do."
+    elif answering.get("answer_from_recitation"):
+        rules = [text for key, text in RULES.items() if answering.get(key)]
+        how = (f"It recites the person's line, then answers with the most probable place span in {recitation}"
+               + (" (a recitation cut at its limit is continued)" if answering.get("continue_recitation") else "")
+               + (f". Its rules: {'; '.join(rules)}" if rules else "") + ".")
+    else:
+        how = f"It recites the person's line, then names the place after {recitation}."
+    threshold, chosen = answering.get("abstain_below"), answering.get("abstention") or {}
+    if threshold is None:
+        abstains = "It answers every question: no abstention threshold is saved."
+    else:
+        abstains = f'Below a confidence of {threshold:.3g} it says "I don\'t know"'
+        if {"target_precision", "holdout_precision", "holdout_coverage"} <= chosen.keys():
+            abstains += (f", a threshold chosen for {100 * chosen['target_precision']:g}% precision on held-out "
+                         f"training questions (there it answered {100 * chosen['holdout_coverage']:.1f}% of them, "
+                         f"{100 * chosen['holdout_precision']:.1f}% right)")
+        abstains += "."
+    return f"{how} {abstains} The pipeline reads these settings from config.json; its arguments override them."
+
+
+def _with_section(text: str, heading: str, body: str) -> str:
+    """`text` with the section `heading` holding `body`: replaced where it is, else put before the evaluation."""
+    lines = text.rstrip("\n").split("\n")
+    if heading in lines:
+        start = lines.index(heading)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = [heading, "", body, ""]
+    elif EVALUATED in lines:
+        at = lines.index(EVALUATED)
+        lines[at:at] = [heading, "", body, ""]
+    else:
+        lines += ["", heading, "", body]
+    return "\n".join(lines) + "\n"
+
+
+def note_answering(folder: str | os.PathLike) -> None:
+    """Bring the card's "How it answers" in line with the folder's config.json, after something changed how it
+    answers (its finetuning, a saved abstention threshold); a folder without a card is left as it is."""
+    path, config = Path(folder) / CARD, Path(folder) / "config.json"
+    if path.is_file() and config.is_file():
+        card = ModelCard.load(path)
+        card.text = _with_section(card.text, ANSWERS, describe_answering(json.loads(config.read_text("utf-8"))))
+        atomic_write_text(path, card.content)
+
+
 def add_eval_result(folder: str | os.PathLike, accuracy: float, dataset: str, command: str) -> None:
     """Record an evaluation's exact match in the folder's card: its `model-index` (replacing an earlier result on the
     same dataset) and, in the text, the command that measured it."""
@@ -58,6 +116,9 @@ def add_eval_result(folder: str | os.PathLike, accuracy: float, dataset: str, co
         text += f"\n\n{EVALUATED}\n"
     kept = [x for x in text.split("\n") if not x.startswith(f"- `{name}`: ")]
     card.text = "\n".join(kept) + "\n" + line + "\n"
+    config = Path(folder) / "config.json"
+    if config.is_file():  # what was measured is the answering the card describes
+        card.text = _with_section(card.text, ANSWERS, describe_answering(json.loads(config.read_text("utf-8"))))
     atomic_write_text(path, card.content)  # the card whole, or the old one
 
 
