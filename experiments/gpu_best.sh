@@ -3,14 +3,16 @@
 # in its own process, all at once (a 4 x 256 model at batch 32 keeps a GPU far from busy), its pretraining compiled
 # (SPEED); each goes on to choose its rate on the 400 held-out questions, the final model, dev and test, as make best
 # does, until BUDGET seconds. Every pretrained model comes back as soon as it is saved, one tar each (13 MB), so
-#   tar xf pretrained-seedS.tar -C out/DIR/pretrain && make best DATA=d SEEDS=S VARIANT=learned EPOCHS=100 \
-#       RECITE_OUT=out/DIR RESUME=1
+#   tar xf pretrained-seedS.tar -C out/DIR/pretrain && make best DATA=d SEEDS=S VARIANT=rope RECITE_OUT=out/DIR \
+#       RESUME=1     (with VARIANT and EPOCHS as the call had them)
 # finishes a seed here whatever the call did not. At BUDGET each process group gets SIGINT: a pretraining still
 # running saves a checkpoint, which comes back in parts of 15 MB (pretrain-checkpoint-seedS.tar.gz.part-*; `cat` them
 # into `tar xz` under DIR/pretrain/VARIANT-causal-seedS-pretrain/checkpoints, and RESUME=1 continues from it).
 # Ctrl-C (SIGINT) or SIGTERM ends the call early the same way, where a terminal runs it.
 # Before a first call the speed is not known: SPEED's flags made the faithful pretraining (batch 128) about 100 steps
-# a second on an H100 and an H200 (results/bench_gpu_h*.json); best's 100 epochs are 14,200 steps of batch 32.
+# a second on an H100 and an H200 (results/bench_gpu_h*.json); best's 50 epochs with rope are 7,100 steps of batch
+# 32, its 100 with learned positions 14,200. Rope is the default: the learned seeds are measured on CPUs
+# (results/best_cpu.json), rope's three have no GPU figure yet (issue 71).
 #   bash experiments/gpu_session.sh prepare     # here, once: the data and wheels in .gpu/
 #   run(command="bash experiments/gpu_best.sh", carry=[".gpu"], timeout_s=600)
 # -> pretrained-seedS.tar (each seed), gpu_best_outputs.tar.gz (logs, selection.json, predictions, abstention; no
@@ -21,8 +23,8 @@ DATA=${DATA:-.gpu/data}
 OUT=${OUT:-out/gpu-best}
 WORK=${WORK:-out/gpu-best-work}
 SEEDS=${SEEDS:-0,1,2}
-VARIANT=${VARIANT:-learned}
-EPOCHS=${EPOCHS:-100}
+VARIANT=${VARIANT:-rope}
+EPOCHS=${EPOCHS:-}  # empty: the recipe's own (recipes/best.yaml: rope 50, learned positions 100)
 BUDGET=${BUDGET:-520}  # seconds from the start after which every process is stopped
 THREADS=${THREADS:-4}  # CPU threads per process (16 cores on the H200 machine)
 SPEED=${SPEED---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True}
@@ -55,6 +57,9 @@ main() {
   trap 'stop="stopped by a signal"' INT TERM
   for seed in ${SEEDS//,/ }; do
     mkdir -p "$WORK/seed$seed"
+    local recipe=(experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best
+                  --variant "$VARIANT" --seeds "$seed" ${EPOCHS:+--pretrain_epochs "$EPOCHS"} --threads "$THREADS"
+                  $RECIPE_EXTRA ${SPEED:+--pretrain_extra "$SPEED"})
     # job control on for the launch: the run gets a process group of its own ($! is its leader), which SIGINT
     # below reaches whole (recipe, run_experiments, the training) and a Ctrl-C in the terminal does not. The run
     # starts with SIGINT at its default through a python that resets it and execs the recipe: a background command
@@ -62,12 +67,10 @@ main() {
     # bash cannot undo, and a run stopped before it set a handler of its own went on
     set -m
     "$PY" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execv(sys.executable, [sys.executable, *sys.argv[1:]])' experiments/recite_recipe.py --data_dir "$DATA" \
-      --out_dir "$WORK/seed$seed" --recipe best --variant "$VARIANT" --seeds "$seed" --pretrain_epochs "$EPOCHS" \
-      --threads "$THREADS" $RECIPE_EXTRA ${SPEED:+--pretrain_extra "$SPEED"} > "$WORK/seed$seed.log" 2>&1 < /dev/null &
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])' "${recipe[@]}" > "$WORK/seed$seed.log" 2>&1 < /dev/null &
     set +m
     pids+=("$!")
-    stage "seed $seed: process group $!"
+    stage "seed $seed: process group $!: python ${recipe[*]}"
   done
   local last=0
   while :; do

@@ -368,7 +368,7 @@ def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with tarfile.open(out / "pretrained-seed1.tar") as tar:
         names = set(tar.getnames())
-    folder = "learned-causal-seed1-pretrain"
+    folder = "rope-causal-seed1-pretrain"  # the default VARIANT
     assert {f"{folder}/model.safetensors", f"{folder}/train_results.json", f"{folder}/config.json"} <= names
     assert not any("/checkpoints" in name or "/runs" in name for name in names)
     with tarfile.open(out / "gpu_best_outputs.tar.gz") as tar:
@@ -403,7 +403,7 @@ def test_a_stop_during_the_pretraining_sends_its_checkpoint_in_parts(wiki, tmp_p
     out, work = tmp_path / "out", tmp_path / "work"
     proc = subprocess.Popen(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=_gpu_best_env(wiki, out, work, 600),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    log = work / "seed1" / "pretrain" / "learned-causal-seed1-pretrain.log"
+    log = work / "seed1" / "pretrain" / "rope-causal-seed1-pretrain.log"
     deadline = time.monotonic() + 240
     try:  # the loop logs "step N/TOTAL ..." every 100 steps: the pretraining is under way
         while not (log.is_file() and re.search(r"step \d+/\d+", log.read_text(errors="replace"))):
@@ -436,12 +436,15 @@ def test_gpu_best_at_its_budget_stops_every_run(wiki, tmp_path):
     and is gone before the script collects what there is and ends, also where the script started with SIGINT ignored:
     here it is a background command of a shell without job control, which has it so."""
     out, work = tmp_path / "out", tmp_path / "work"
+    env = {key: value for key, value in _gpu_best_env(wiki, out, work, 1).items() if key != "EPOCHS"}
     try:
-        proc = subprocess.run(["bash", "-c", "bash experiments/gpu_best.sh & wait $!"], cwd=ROOT,
-                              env=_gpu_best_env(wiki, out, work, 1), capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(["bash", "-c", "bash experiments/gpu_best.sh & wait $!"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
     finally:
         left = _runs_left(out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "budget of 1s reached: SIGINT to every process group" in proc.stdout and "done in" in proc.stdout
     assert "seed 1: process group" in proc.stdout and left == [], "a run was still there after the script ended"
+    # the run, named in the log: rope by default, for the recipe's own epochs (no --pretrain_epochs without EPOCHS)
+    assert "--recipe best --variant rope --seeds 1 --threads 1 --n_embd 32" in proc.stdout
     assert (out / "gpu_best_outputs.tar.gz").is_file() and not list(out.glob("*.tar"))
