@@ -114,7 +114,11 @@ def test_a_failed_push_is_one_line_and_keeps_the_model(tmp_path, monkeypatch, ca
 def test_the_card_says_how_the_model_answers():
     """describe_answering: the card's words for config.json's answering (format, decoding, rules, threshold), which
     a card keeps one of however often it is rewritten."""
-    from training.hub import ANSWERS, _with_section, describe_answering
+    from modeling_chargpt.answering import DECODING_CHOICES
+    from training.hub import ANSWERS, RULES, _with_section, describe_answering
+
+    # every span rule of answering.py has its words (the other choices are described apart)
+    assert set(RULES) == set(DECODING_CHOICES) - {"answer_from_recitation", "continue_recitation", "recitation_beams"}
 
     assert describe_answering({"answer_format": "direct"}).startswith("It answers the question directly, greedy")
     best = {"answer_format": "recite", "answering": {

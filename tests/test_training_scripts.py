@@ -79,6 +79,7 @@ def test_pretrain_finetune_evaluate_end_to_end(world, tmp_path):
     assert list((pre / "runs").rglob("events.out.tfevents.*")), "no TensorBoard events"
     card = (pre / "README.md").read_text()
     assert "rope" in card and "final_loss" in card
+    assert "## How it answers" not in card  # a pretrained model answers no questions
     summary = json.loads((pre / "train_results.json").read_text())
     assert summary["global_step"] == 4 and 0 < summary["epoch"] < 1  # 4 of an epoch's 11 batches
 

@@ -64,7 +64,7 @@ def save_final(
         summary = member_result.summary()
         _write_pretrained(accelerator, member, tokenizer, tmp, {**summary, "losses": member_result.losses})
         write_model_card(tmp / "README.md", {**member_card, **summary})
-        if str(card.get("stage", "")).startswith("finetuning"):  # a model that answers questions says how
+        if card.get("stage", "").startswith("finetuning"):  # a model that answers questions says how
             note_answering(tmp)
         plot_loss_curve(member_result.losses, tmp / "loss_curve.png", title=card.get("title", "training loss"))
         for item in tmp.iterdir():

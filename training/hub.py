@@ -89,13 +89,21 @@ def _with_section(text: str, heading: str, body: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _with_answering(text: str, folder: str | os.PathLike) -> str:
+    """`text` with its "How it answers" as the folder's config.json says (unchanged where there is no config)."""
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return text
+    return _with_section(text, ANSWERS, describe_answering(json.loads(config.read_text("utf-8"))))
+
+
 def note_answering(folder: str | os.PathLike) -> None:
     """Bring the card's "How it answers" in line with the folder's config.json, after something changed how it
     answers (its finetuning, a saved abstention threshold); a folder without a card is left as it is."""
-    path, config = Path(folder) / CARD, Path(folder) / "config.json"
-    if path.is_file() and config.is_file():
+    path = Path(folder) / CARD
+    if path.is_file():
         card = ModelCard.load(path)
-        card.text = _with_section(card.text, ANSWERS, describe_answering(json.loads(config.read_text("utf-8"))))
+        card.text = _with_answering(card.text, folder)
         atomic_write_text(path, card.content)
 
 
@@ -115,10 +123,7 @@ def add_eval_result(folder: str | os.PathLike, accuracy: float, dataset: str, co
     if EVALUATED not in text:
         text += f"\n\n{EVALUATED}\n"
     kept = [x for x in text.split("\n") if not x.startswith(f"- `{name}`: ")]
-    card.text = "\n".join(kept) + "\n" + line + "\n"
-    config = Path(folder) / "config.json"
-    if config.is_file():  # what was measured is the answering the card describes
-        card.text = _with_section(card.text, ANSWERS, describe_answering(json.loads(config.read_text("utf-8"))))
+    card.text = _with_answering("\n".join(kept) + "\n" + line + "\n", folder)  # what was measured answered so
     atomic_write_text(path, card.content)  # the card whole, or the old one
 
 
