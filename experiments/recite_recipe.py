@@ -42,6 +42,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import select_finetune_lr
 from probe_recall import probe
 from run_experiments import check_stage_flags
 
@@ -343,6 +344,21 @@ def table(summary: dict) -> str:
     return "\n".join(lines) + f"\n\ndev, recite then answer: {summary['dev_mean']:.1f}%{spread}"
 
 
+def run_step(cmd: list[str]) -> tuple[int, bool]:
+    """One step's exit status, and whether Ctrl-C stopped it. Each step is its own process, as a user runs it, but
+    the split: it writes two TSVs, and a new interpreter would spend about 10 s importing torch and transformers for
+    them (this process has them already)."""
+    if "--split_only" not in cmd:
+        return run_to_end([sys.executable, str(ROOT / cmd[1]), *cmd[2:]])
+    try:
+        select_finetune_lr.main(cmd[2:])
+    except SystemExit as stop:  # its bad input: the one line its own process would print, and that exit status
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr, flush=True)
+        return (1 if isinstance(stop.code, str) else stop.code or 0), False
+    return 0, False
+
+
 def main() -> None:
     opts = build_parser().parse_args()
     check(opts)
@@ -357,7 +373,7 @@ def main() -> None:
     for i, cmd in enumerate(cmds):
         cmds[i] = cmd = resolve(opts, cmd)
         print(f"[recite {i + 1}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
-        status, interrupted = run_to_end([sys.executable, str(ROOT / cmd[1]), *cmd[2:]])
+        status, interrupted = run_step(cmd)
         if interrupted:
             sys.exit(f"interrupted: step {i + 1} of {len(cmds)} ({cmd[1]}) stopped with exit status {status}")
         if status != 0:

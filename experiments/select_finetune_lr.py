@@ -21,6 +21,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from run_experiments import check_stage_flags, evaluate, finetune_command, run
@@ -124,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main() -> None:
-    opts = build_parser().parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    opts = build_parser().parse_args(argv)
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     if opts.split_only:
         train_part, held_part = split_questions(data / "birth_places_train.tsv", opts.holdout, opts.split_seed,

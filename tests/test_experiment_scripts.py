@@ -672,6 +672,37 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
         recipe.check(parse(["--data_dir", "d", "--recipe", "faithful-recite", "--extra", "--preset nope"]))
 
 
+def _record_processes(monkeypatch) -> list[list[str]]:
+    """The argv of every process started from here on (they still run)."""
+    launched: list[list[str]] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, args, *rest, **options):
+            launched.append([str(arg) for arg in args])
+            super().__init__(args, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    return launched
+
+
+def test_recite_recipe_reports_a_bad_training_question_from_its_split_step(tmp_path, monkeypatch, capsys):
+    """The split, the recipe's first step, runs in the recipe's process: a bad row of the training questions ends
+    the recipe there with the split's one line (file and line) and its exit status, before any process starts."""
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
+    train = world / "birth_places_train.tsv"
+    rows = train.read_text(encoding="utf-8").splitlines()
+    rows[2] = rows[2].replace("\t", " ")  # line 3: no tab
+    train.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    launched = _record_processes(monkeypatch)
+    status = run_script("experiments/recite_recipe.py", ["--data_dir", str(world), "--out_dir", str(tmp_path / "r"),
+                                                         "--holdout", "5", "--threads", "1"])
+    printed = capsys.readouterr()
+    assert status == 1 and launched == []
+    assert f"error: {train}:3:" in printed.err and "error: step 1 of 6 failed (exit status 1)" in printed.err
+    assert not (tmp_path / "r" / "split" / "split" / "train.tsv").exists()
+
+
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch, capfd):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
@@ -688,7 +719,12 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         "evaluate_birthplace.py", "experiments/abstention.py", "experiments/abstention.py"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
+    launched = _record_processes(monkeypatch)
     assert run_script(cmd[1], cmd[2:]) == 0  # its steps run as processes, as the user's do (capfd: their output too)
+    # ... all but the split, written in the recipe's own process (no interpreter start for two TSVs)
+    scripts = [Path(args[1]).name for args in launched if args[0] == sys.executable]
+    assert scripts[0] == "run_experiments.py" and "select_finetune_lr.py" in scripts
+    assert not any("--split_only" in args for args in launched)
     printed = capfd.readouterr().out
     summary = json.loads((out / "results.json").read_text())
     # as planned, with the rate the selection chose (the only one offered) in place of CHOSEN
