@@ -355,7 +355,8 @@ def run_step(cmd: list[str]) -> tuple[int, bool]:
     except SystemExit as stop:  # its bad input: the one line its own process would print, and that exit status
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr, flush=True)
-        return (1 if isinstance(stop.code, str) else stop.code or 0), False
+            return 1, False
+        return stop.code or 0, False
     return 0, False
 
 
