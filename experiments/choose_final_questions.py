@@ -22,6 +22,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from run_experiments import evaluate, finetune_command, run
@@ -80,8 +81,8 @@ def decide(mixed: int, everything: int) -> str:
     return "mixed" if mixed > everything else "all"
 
 
-def main() -> None:
-    opts = build_parser().parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    opts = build_parser().parse_args(argv)
     select_dir, data = Path(opts.select_dir), Path(opts.data_dir)
     out = Path(opts.out_dir) if opts.out_dir else select_dir / "final_questions"
     wiki = data / "wiki.txt"
@@ -125,7 +126,8 @@ def main() -> None:
     totals = {key: sum(p[key] for p in parts) for key in ("questions", "mixed", "all", "only_mixed_right",
                                                           "only_all_right")}
     summary = {"select_dir": str(select_dir), "model": selection["model"], "learning_rate": rate,
-               "command": shlex.join(["python", *sys.argv]), "halves": parts, **totals,
+               "command": shlex.join(["python", "experiments/choose_final_questions.py",
+                                     *(sys.argv[1:] if argv is None else argv)]), "halves": parts, **totals,
                "choice": decide(totals["mixed"], totals["all"]), "seconds": round(time.perf_counter() - start, 1)}
     atomic_write_json(out / "choice.json", summary)
     print(f"held-out {totals['questions']}: mixed only {totals['mixed']}, all {totals['all']} -> {summary['choice']} "

@@ -35,21 +35,27 @@ what it stored, beside what it answers). Writes OUT/results.json (every seed and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
 import statistics
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import abstention
+import choose_final_questions
+import run_experiments
 import select_finetune_lr
 from probe_recall import probe
-from run_experiments import check_stage_flags
+from run_experiments import StageInterrupted, check_stage_flags
 
+import evaluate_birthplace
 import recipes
 from evaluation.record_files import read_records
 from training import ModelArguments
-from training.cli import run_to_end
+from training.cli import run_cli
 from training.files import atomic_write_json
 from training.presets import resolve as preset_values
 
@@ -345,19 +351,33 @@ def table(summary: dict) -> str:
 
 
 def run_step(cmd: list[str]) -> tuple[int, bool]:
-    """One step's exit status, and whether Ctrl-C stopped it. Each step is its own process, as a user runs it, but
-    the split: it writes two TSVs, and a new interpreter would spend about 10 s importing torch and transformers for
-    them (this process has them already)."""
-    if "--split_only" not in cmd:
-        return run_to_end([sys.executable, str(ROOT / cmd[1]), *cmd[2:]])
+    """One step's exit status, and whether Ctrl-C stopped it. Every step runs its script's `main` in this process
+    (each would spend 7-10 s of a new interpreter importing torch and transformers), as its own process would: its
+    prints on this console, its bad input as its one line; the drivers start the training processes themselves, and
+    a Ctrl-C reaches those as it does from a terminal (they save a checkpoint, then the driver stops)."""
     try:
-        select_finetune_lr.main(cmd[2:])
-    except SystemExit as stop:  # its bad input: the one line its own process would print, and that exit status
+        status = STEPS[cmd[1]](cmd[2:])
+    except StageInterrupted as stop:  # a training process saved its checkpoint and ended; its driver stopped
+        print(stop.code, file=sys.stderr, flush=True)
+        return stop.status, True
+    except KeyboardInterrupt:  # between the training processes (an evaluation, the selection's bookkeeping)
+        return 130, True
+    except SystemExit as stop:  # its bad input or failed stage: the one line its own process would print, its status
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr, flush=True)
             return 1, False
         return stop.code or 0, False
-    return 0, False
+    status = int(status or 0)
+    return status, status == 130  # run_cli's Ctrl-C: "interrupted" printed, 130
+
+
+STEPS: dict[str, Callable[[Sequence[str]], int | None]] = {
+    "experiments/select_finetune_lr.py": select_finetune_lr.main,
+    "experiments/run_experiments.py": run_experiments.main,
+    "evaluate_birthplace.py": functools.partial(run_cli, evaluate_birthplace.main),
+    "experiments/abstention.py": functools.partial(run_cli, abstention.main),
+    "experiments/choose_final_questions.py": choose_final_questions.main,
+}
 
 
 def main() -> None:

@@ -51,6 +51,16 @@ def fast_path_on(mode: str) -> bool:
     return mode == "on" or (mode == "auto" and cuda_available())
 
 
+class StageInterrupted(SystemExit):
+    """Ctrl-C stopped a stage (it saved a checkpoint first, if it trains): the driver ends with this line, and a
+    driver that ran this one in its own process (recite_recipe.py) tells it from a failure by its type."""
+
+    def __init__(self, status: int, log_path: Path) -> None:
+        super().__init__(f"interrupted: the stage stopped with exit status {status} (a training stage saves a "
+                         f"checkpoint first); log: {log_path}")
+        self.status = status
+
+
 def run(cmd: list[str], log_path: Path, append: bool = False) -> float:
     """Run one stage, teeing nothing to the console but a line; its whole output goes to a log file (after what it
     holds where `append`: a resumed stage's log keeps its earlier processes)."""
@@ -59,8 +69,7 @@ def run(cmd: list[str], log_path: Path, append: bool = False) -> float:
         status, interrupted = run_to_end(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
     if interrupted:
-        sys.exit(f"interrupted: the stage stopped with exit status {status} (a training stage saves a checkpoint "
-                 f"first); log: {log_path}")
+        raise StageInterrupted(status, log_path)
     check_stage(status, shlex.join(cmd), log_path)
     return seconds
 
@@ -287,8 +296,9 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
     return {seed: (folder / f"seed-{seed}", seconds / len(seeds)) for seed in seeds}
 
 
-def main() -> None:
-    opts = build_parser().parse_args()
+def main(argv: Sequence[str] | None = None) -> None:
+    opts = build_parser().parse_args(argv)
+    command = shlex.join(["python", "experiments/run_experiments.py", *(sys.argv[1:] if argv is None else argv)])
     check_all_stage_flags(opts)
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -308,7 +318,7 @@ def main() -> None:
                    **({"finetune_extra": opts.finetune_extra} if opts.finetune_extra else {}),
                    "fast_path": fast_path_on(opts.fast_path),
                    "stack_seeds": opts.stack_seeds,
-                   "command": shlex.join(["python", *sys.argv]), "data_dir": str(data), "threads": opts.threads,
+                   "command": command, "data_dir": str(data), "threads": opts.threads,
                    "total_seconds": round(time.perf_counter() - total_start, 1), "runs": rows}
         atomic_write_json(out / "results.json", summary)
         return summary

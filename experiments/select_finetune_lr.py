@@ -147,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     extra, judged = extra_flags(opts.extra), eval_flags(opts.eval_extra)
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
-    summary: dict = {"model": str(model), "command": shlex.join(["python", *sys.argv]), "extra": opts.extra,
+    command = shlex.join(["python", "experiments/select_finetune_lr.py", *(sys.argv[1:] if argv is None else argv)])
+    summary: dict = {"model": str(model), "command": command, "extra": opts.extra,
                      "eval_extra": opts.eval_extra,
                      "holdout": opts.holdout, "split_seed": opts.split_seed, "seed": opts.seed, "points": []}
 

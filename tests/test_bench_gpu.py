@@ -420,6 +420,10 @@ def test_a_stop_during_the_pretraining_sends_its_checkpoint_in_parts(wiki, tmp_p
     assert left == [], "a run was still there after the script ended"
     assert "stopped by a signal: SIGINT to every process group" in printed and "done in" in printed
     assert "done in" in (out / "session.log").read_text()
+    # the recipe ran its pretraining step in its own process: that step's line, then the recipe's, end its log
+    assert re.search(r"interrupted: the stage stopped with exit status 130 .*\ninterrupted: step 2 of \d+ "
+                     r"\(experiments/run_experiments.py\) stopped with exit status 130\n$",
+                     (work / "seed1.log").read_text())
     assert not list(out.glob("*pretrained-seed1.tar"))
     parts = sorted(out.glob("pretrain-checkpoint-seed1.tar.gz.part-*"))
     assert parts

@@ -720,11 +720,12 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
     launched = _record_processes(monkeypatch)
-    assert run_script(cmd[1], cmd[2:]) == 0  # its steps run as processes, as the user's do (capfd: their output too)
-    # ... all but the split, written in the recipe's own process (no interpreter start for two TSVs)
-    scripts = [Path(args[1]).name for args in launched if args[0] == sys.executable]
-    assert scripts[0] == "run_experiments.py" and "select_finetune_lr.py" in scripts
-    assert not any("--split_only" in args for args in launched)
+    assert run_script(cmd[1], cmd[2:]) == 0  # capfd: what its steps print too
+    # Its steps run in its own process (no interpreter start for each): the only processes are the training ones
+    # its drivers start, each as a user starts it, with the recipe's threads.
+    assert launched and all(args[:3] == ["env", "OMP_NUM_THREADS=1", sys.executable] for args in launched)
+    scripts = [Path(args[3]).name for args in launched]
+    assert scripts[0] == "train_pretrain.py" and set(scripts) == {"train_pretrain.py", "train_finetune.py"}
     printed = capfd.readouterr().out
     summary = json.loads((out / "results.json").read_text())
     # as planned, with the rate the selection chose (the only one offered) in place of CHOSEN
@@ -806,6 +807,8 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert chosen[:len(planned)] == planned
     select = out / "select" / "seed1"
     choose, test = chosen[len(planned):]
+    # every step any plan holds has its script's main to run in the recipe's process
+    assert {shlex.split(line)[1] for line in [*chosen, *spans]} == set(recipe.STEPS)
     assert choose.startswith(f"python experiments/choose_final_questions.py --select_dir {select} --data_dir {world}")
     assert test.startswith(f"python evaluate_birthplace.py --model_name_or_path {select}/CHOSEN-finetune")
     assert f"--eval_corpus_path {world / 'birth_test_inputs.tsv'}" in test
