@@ -55,7 +55,7 @@ import evaluate_birthplace
 import recipes
 from evaluation.record_files import read_records
 from training import ModelArguments
-from training.cli import run_cli
+from training.cli import run_in_process
 from training.files import atomic_write_json
 from training.presets import resolve as preset_values
 
@@ -368,14 +368,14 @@ def run_step(cmd: list[str]) -> tuple[int, bool]:
             return 1, False
         return stop.code or 0, False
     status = int(status or 0)
-    return status, status == 130  # run_cli's Ctrl-C: "interrupted" printed, 130
+    return status, status == 130  # run_in_process's Ctrl-C: "interrupted" printed, 130
 
 
 STEPS: dict[str, Callable[[Sequence[str]], int | None]] = {
     "experiments/select_finetune_lr.py": select_finetune_lr.main,
     "experiments/run_experiments.py": run_experiments.main,
-    "evaluate_birthplace.py": functools.partial(run_cli, evaluate_birthplace.main),
-    "experiments/abstention.py": functools.partial(run_cli, abstention.main),
+    "evaluate_birthplace.py": functools.partial(run_in_process, evaluate_birthplace.main),
+    "experiments/abstention.py": functools.partial(run_in_process, abstention.main),
     "experiments/choose_final_questions.py": choose_final_questions.main,
 }
 

@@ -367,3 +367,34 @@ def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_
     assert (list(root.handlers), root.level, hf_logging.get_verbosity()) == before
     assert run_logged(lambda argv: print("second stage"), [], second) == 0
     assert second.read_text() == "second stage\n" and first.read_text() == log
+
+
+def test_a_step_run_in_this_process_prints_on_the_console_and_leaves_logging_as_it_was(monkeypatch, capsys):
+    """run_in_process (recite_recipe.py's steps): the step's prints, log records and one error line on the console,
+    as its own process shows them; afterwards the driver's logging is as it was, so transformers' INFO records (every
+    config a later model load reads) do not flood the driver's next lines."""
+    import logging as std_logging
+
+    from transformers.utils import logging as hf_logging
+
+    from training import UsageError
+    from training.cli import run_in_process
+
+    root = std_logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # a driver's own process: no handler yet (pytest adds its own)
+    monkeypatch.setattr(root, "level", std_logging.WARNING)
+    hf_logging.set_verbosity_warning()
+    during = []
+
+    def step(argv):
+        print("printed", argv[0])
+        std_logging.getLogger("training.loop").info("our record")
+        during.append(hf_logging.get_verbosity())
+        raise UsageError(f"{argv[0]}:3: bad row")
+
+    assert run_in_process(step, ["dev.tsv"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "printed dev.tsv\n" and err.splitlines() == ["INFO training.loop: our record",
+                                                              "error: dev.tsv:3: bad row"]
+    assert during == [hf_logging.INFO]
+    assert (root.handlers, root.level, hf_logging.get_verbosity()) == ([], std_logging.WARNING, hf_logging.WARNING)

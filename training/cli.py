@@ -194,3 +194,18 @@ def run_logged(main: Callable[[Sequence[str] | None], int | None], argv: Sequenc
             logging.set_verbosity(library)
             root.removeHandler(handler)
             root.setLevel(level)
+
+
+def run_in_process(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str]) -> int:
+    """`run_cli` in this process, on the console, as its own process would run it: a driver's step (recite_recipe.py's)
+    skips a new interpreter's imports, and the logging `run_cli` sets up (INFO records, transformers' verbosity) ends
+    with the step, so the driver's next lines are as they were."""
+    root, library = std_logging.getLogger(), logging.get_verbosity()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return run_cli(main, argv)
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+        logging.set_verbosity(library)
