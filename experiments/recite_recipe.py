@@ -59,7 +59,6 @@ from training.cli import run_in_process
 from training.files import atomic_write_json
 from training.presets import resolve as preset_values
 
-ROOT = Path(__file__).resolve().parents[1]
 CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
 RECIPES = tuple(name for name in recipes.names() if recipes.load(name)["selection"])  # the ones that choose a rate
 
