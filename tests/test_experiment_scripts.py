@@ -708,7 +708,8 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "recite"
     # Seed 1 alone runs (a seed other than the split's 0: the split must not follow it); the plan for two seeds and
-    # their summary are checked below without running them again (each seed costs about 70 s of subprocesses here).
+    # their summary are checked below without running them again (each seed costs about 50 s here, most of it its
+    # four training processes).
     cmd = [sys.executable, "experiments/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
