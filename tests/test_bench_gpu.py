@@ -401,11 +401,12 @@ def test_a_stop_during_the_pretraining_sends_its_checkpoint_in_parts(wiki, tmp_p
     import tarfile
 
     out, work = tmp_path / "out", tmp_path / "work"
-    proc = subprocess.Popen(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=_gpu_best_env(wiki, out, work, 600),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    env = {**_gpu_best_env(wiki, out, work, 600), "SPEED": "--checkpointing_steps 1000000 --logging_steps 1"}
+    proc = subprocess.Popen(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     log = work / "seed1" / "pretrain" / "rope-causal-seed1-pretrain.log"
     deadline = time.monotonic() + 240
-    try:  # the loop logs "step N/TOTAL ..." every 100 steps: the pretraining is under way
+    try:  # the loop logs "step N/TOTAL ..." every 10 x --logging_steps steps (here 10): the pretraining is under way
         while not (log.is_file() and re.search(r"step \d+/\d+", log.read_text(errors="replace"))):
             assert proc.poll() is None and time.monotonic() < deadline, (
                 (work / "seed1.log").read_text()[-3000:] if (work / "seed1.log").is_file() else "no run log")
