@@ -8,8 +8,8 @@ import json
 import logging as std_logging
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -176,13 +176,11 @@ def run_logged(main: Callable[[Sequence[str] | None], int | None], argv: Sequenc
     `log_path` instead of on the console, as if it had run as its own process: a driver's short stages skip the
     seconds a new interpreter spends importing torch and transformers. The exit status is `run_cli`'s (Ctrl-C stops
     the driver too)."""
-    root, library = std_logging.getLogger(), logging.get_verbosity()
-    level = root.level
-    with open(log_path, "w", encoding="utf-8") as log, redirect_stdout(log), redirect_stderr(log):
+    with open(log_path, "w", encoding="utf-8") as log, redirect_stdout(log), redirect_stderr(log), _logging_kept():
         handler = std_logging.StreamHandler(log)
         handler.setFormatter(std_logging.Formatter(LOG_FORMAT))
-        root.addHandler(handler)
-        root.setLevel(std_logging.INFO)
+        std_logging.getLogger().addHandler(handler)
+        std_logging.getLogger().setLevel(std_logging.INFO)
         logging.disable_default_handler()  # transformers' own records: its handler holds the console's stderr
         logging.add_handler(handler)
         logging.set_verbosity_info()
@@ -191,19 +189,23 @@ def run_logged(main: Callable[[Sequence[str] | None], int | None], argv: Sequenc
         finally:
             logging.remove_handler(handler)
             logging.enable_default_handler()
-            logging.set_verbosity(library)
-            root.removeHandler(handler)
-            root.setLevel(level)
 
 
 def run_in_process(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str]) -> int:
     """`run_cli` in this process, on the console, as its own process would run it: a driver's step (recite_recipe.py's)
     skips a new interpreter's imports, and the logging `run_cli` sets up (INFO records, transformers' verbosity) ends
     with the step, so the driver's next lines are as they were."""
+    with _logging_kept():
+        return run_cli(main, argv)
+
+
+@contextmanager
+def _logging_kept() -> Iterator[None]:
+    """The root logger's handlers and level, and transformers' verbosity, as they were before the block."""
     root, library = std_logging.getLogger(), logging.get_verbosity()
     handlers, level = list(root.handlers), root.level
     try:
-        return run_cli(main, argv)
+        yield
     finally:
         for handler in [h for h in root.handlers if h not in handlers]:
             root.removeHandler(handler)
