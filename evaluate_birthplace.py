@@ -13,7 +13,6 @@ occurs in the person's wiki.txt line) and an error-analysis page (``.html``); do
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from training import (
     parse_args,
     run_cli,
 )
+from training.cli import command_line
 from training.hub import add_eval_result, push_folder
 from training.presets import EVALUATION, PRESETS, REFERENCE
 
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(describe(summary)))
     if args.model_card and args.model_name_or_path:
         add_eval_result(args.model_name_or_path, scores["accuracy"], args.eval_corpus_path,
-                        shlex.join(["python", "evaluate_birthplace.py", *(sys.argv[1:] if argv is None else argv)]))
+                        command_line("evaluate_birthplace.py", argv))
     if args.push_to_hub and args.model_name_or_path:
         print(f"pushed to {push_folder(args.model_name_or_path, args.hub_model_id, args.hub_private_repo)}")
     if args.results_path:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from evaluation.confidence import (
 )
 from evaluation.record_files import check_records_match, read_records, records_path_for
 from training import UsageError, atomic_write_json, note_answering, run_cli
+from training.cli import command_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot_coverage_accuracy({k: v for k, v in curves.items() if v}, out / "coverage_accuracy.png", threshold,
                            totals={k: n for k, n in totals.items() if n is not None})
     plot_reliability(scored(dev), out / "reliability.png", opts.bins, "dev")
-    command = shlex.join(["python", "experiments/abstention.py", *(sys.argv[1:] if argv is None else argv)])
+    command = command_line("experiments/abstention.py", argv)
     atomic_write_json(out / "abstention.json", {**result, "threshold": threshold, "command": command})
     print(f"wrote {out / 'coverage_accuracy.png'}, {out / 'reliability.png'}, {out / 'abstention.json'}")
     return 0

@@ -30,6 +30,7 @@ from select_finetune_lr import shuffled
 
 from data_scripts import DataFileError
 from evaluation.record_files import check_records_match, read_records
+from training.cli import command_line
 from training.files import atomic_write_json
 
 
@@ -126,8 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     totals = {key: sum(p[key] for p in parts) for key in ("questions", "mixed", "all", "only_mixed_right",
                                                           "only_all_right")}
     summary = {"select_dir": str(select_dir), "model": selection["model"], "learning_rate": rate,
-               "command": shlex.join(["python", "experiments/choose_final_questions.py",
-                                     *(sys.argv[1:] if argv is None else argv)]), "halves": parts, **totals,
+               "command": command_line("experiments/choose_final_questions.py", argv), "halves": parts, **totals,
                "choice": decide(totals["mixed"], totals["all"]), "seconds": round(time.perf_counter() - start, 1)}
     atomic_write_json(out / "choice.json", summary)
     print(f"held-out {totals['questions']}: mixed only {totals['mixed']}, all {totals['all']} -> {summary['choice']} "

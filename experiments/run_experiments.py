@@ -27,7 +27,7 @@ import evaluate_birthplace
 import recipes
 from evaluation.record_files import file_lines
 from training.checkpoints import TRAINER_STATE, find_latest_checkpoint
-from training.cli import UsageError, check_flags, run_logged, run_to_end
+from training.cli import UsageError, check_flags, command_line, run_logged, run_to_end
 from training.files import atomic_write_json, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -298,7 +298,7 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = build_parser().parse_args(argv)
-    command = shlex.join(["python", "experiments/run_experiments.py", *(sys.argv[1:] if argv is None else argv)])
+    command = command_line("experiments/run_experiments.py", argv)
     check_all_stage_flags(opts)
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)

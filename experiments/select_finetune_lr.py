@@ -28,6 +28,7 @@ from run_experiments import check_stage_flags, evaluate, finetune_command, run
 
 import evaluate_birthplace
 from data_scripts import DataFileError, load_qa_tsv
+from training.cli import command_line
 from training.files import atomic_write_json
 
 
@@ -147,9 +148,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     extra, judged = extra_flags(opts.extra), eval_flags(opts.eval_extra)
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
-    command = shlex.join(["python", "experiments/select_finetune_lr.py", *(sys.argv[1:] if argv is None else argv)])
-    summary: dict = {"model": str(model), "command": command, "extra": opts.extra,
-                     "eval_extra": opts.eval_extra,
+    summary: dict = {"model": str(model), "command": command_line("experiments/select_finetune_lr.py", argv),
+                     "extra": opts.extra, "eval_extra": opts.eval_extra,
                      "holdout": opts.holdout, "split_seed": opts.split_seed, "seed": opts.seed, "points": []}
 
     def save() -> None:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging as std_logging
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -157,6 +158,12 @@ def _say_last(line: str) -> None:
         handler.flush()
     sys.stdout.flush()
     print(line, file=sys.stderr, flush=True)
+
+
+def command_line(script: str, argv: Sequence[str] | None = None) -> str:
+    """`python SCRIPT ARGS`, the command a results file records: this process's flags, or `argv` where a driver ran
+    the script's `main` in its own process."""
+    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
 
 
 def run_to_end(cmd: Sequence[str], **popen: Any) -> tuple[int, bool]:

@@ -44,6 +44,7 @@ from data_scripts import DeviceBatches
 from data_scripts import device_batches as device_batches_module
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from training import atomic_write_json, loop, stacking
+from training.cli import command_line
 
 # (owner, attribute, phase): the functions a step calls, innermost phase wins
 PHASES = [(DeviceBatches, "__call__", "batch drawing"), (device_batches_module, "pack_examples", "packing"),
@@ -145,8 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "recipe": "experiments/benchmarks/bench_step_ops.py",
         "flags": shlex.join(extra), "variant": "", "seeds": [0], "hardware": f"{cpu_name()}, torch {torch.__version__}",
         "scores": {}, "seconds": {}, "date": date.today().isoformat(), "facts": facts,
-        "command": shlex.join(["python", "experiments/benchmarks/bench_step_ops.py",
-                               *(sys.argv[1:] if argv is None else argv)])}
+        "command": command_line("experiments/benchmarks/bench_step_ops.py", argv)}
     print(f"{'phase':14s} {'operations':>10s} {'GFLOP':>9s}")
     for phase, n in counts.items():
         print(f"{phase:14s} {n:10.1f} {flops.get(phase, 0) / 1e9:9.3f}")

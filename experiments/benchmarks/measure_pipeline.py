@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from bench_data import cpu_name  # its sibling: a script's own folder is on sys.
 
 from data_scripts import load_qa_tsv, read_text_file
 from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
+from training.cli import command_line
 
 WHAT = "dev answered through pipeline(model=FOLDER, trust_remote_code=True), the model's saved format and threshold"
 
@@ -97,8 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "dev, answered": {"correct": dev["answered_correct"], "total": dev["answered"],
                                      "accuracy": dev["precision"]}},
         "seconds": {"load": round(loaded, 1), "dev": round(seconds, 1)},
-        "command": shlex.join(["python", "experiments/benchmarks/measure_pipeline.py",
-                               *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line("experiments/benchmarks/measure_pipeline.py", argv),
         "date": date.today().isoformat(), "facts": facts}
     atomic_write_json(opts.json, {"what": WHAT, "records": [record]})
     d, threshold = dev, answering.get("abstain_below")
