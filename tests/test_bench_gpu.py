@@ -362,7 +362,7 @@ def test_gpu_best_sends_back_the_pretrained_model_and_what_the_recipe_wrote(wiki
 
     out, work = tmp_path / "out", tmp_path / "work"
     env = {**_gpu_best_env(wiki, out, work, 600), "EPOCHS": "1", "SPEED": "",
-           "RECIPE_EXTRA": "--n_embd 32 --holdout 5 --learning_rates 1e-4 --no_confidence"}
+           "RECIPE_EXTRA": "--n_embd 32 --holdout 5 --learning_rates 1e-4 --no_confidence --extra=--max_steps=2"}
     proc = subprocess.run(["bash", "experiments/gpu_best.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

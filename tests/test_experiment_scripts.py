@@ -39,7 +39,8 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
     assert run_script("experiments/run_experiments.py", [  # its stages are processes
         "--data_dir", str(world), "--out_dir", str(out), "--recipe", "demo", "--variants", "learned",
         "--pretrain_epochs", "2", "--save_epochs", "1", "--skip_baselines", "--threads", "1",
-        "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"]) == 0
+        "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}",
+        "--finetune_extra", "--max_steps 2"]) == 0  # each model's finetuning: 2 steps, not the demo's 60
     summary = json.loads((out / "results.json").read_text())
     # --pretrain_extra reaches pretraining only (train_finetune.py has no such flag and would have failed)
     assert "| mixed_name_prompts | 40 |" in (out / "learned-causal-seed0-pretrain" / "README.md").read_text()
