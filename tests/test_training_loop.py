@@ -218,7 +218,10 @@ def test_save_epochs_writes_loadable_snapshots_with_their_cost(tmp_path):
     assert max(diff) > 0  # a snapshot, not the final weights
 
 
-def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restored():
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restored(signum):
+    """SIGTERM (what `timeout` and job schedulers send) is the same request as Ctrl-C: a training process saves a
+    checkpoint on either (tests/test_training_scripts.py sends a real process SIGINT)."""
     import os
     import signal
 
@@ -226,14 +229,15 @@ def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restore
 
     from training.stopping import StopRequest
 
-    before = signal.getsignal(signal.SIGINT)
+    signum = getattr(signal, signum)
+    before = signal.getsignal(signum)
     stop = StopRequest().install()
     try:
         assert not stop.anywhere(Accelerator(cpu=True))
-        os.kill(os.getpid(), signal.SIGINT)  # delivered to this (main) thread before os.kill returns to Python code
+        os.kill(os.getpid(), signum)  # delivered to this (main) thread before os.kill returns to Python code
         assert stop.requested and stop.anywhere(Accelerator(cpu=True))
         with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
     finally:
         stop.restore()
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signum) is before
