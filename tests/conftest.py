@@ -54,3 +54,15 @@ def refuse_host_reads(monkeypatch):
             monkeypatch.setattr(torch.Tensor, name, refuse)
 
     return install
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_kept():
+    """Each test ends with torch's threads as it found them: a script's main run in-process sets them for the whole
+    process (the benchmarks' --threads), and a worker left with 2 threads on 2 shared cores ran every later
+    in-process test slower (tiny ops wait on a thread the other worker's process holds: 37 s instead of 6 s for the
+    recite recipe's run)."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
