@@ -53,5 +53,5 @@ class TrainResult:
     def summary(self) -> dict:
         """What `train_results.json` and the model card report (the losses go to the JSON only)."""
         summary = {"global_step": self.global_step, "epoch": self.epoch, "final_loss": self.final_loss,
-                   "train_seconds": round(self.train_seconds, 1)}
+                   "train_seconds": round(self.train_seconds, 3)}  # as its checkpoints count them
         return {**summary, "stopped_at_time_limit": True} if self.stopped_at_time_limit else summary
