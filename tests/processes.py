@@ -11,6 +11,7 @@ import runpy
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -88,3 +89,45 @@ def ask_without_the_package(folder: str | os.PathLike, questions: list[str], hom
                           cwd=home, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def stages_in_process(monkeypatch) -> list[list[str]]:
+    """The drivers' training processes (`run_experiments.run`: `env OMP_NUM_THREADS=N python SCRIPT ARGS`, each
+    importing torch and transformers anew: most of a tiny stage's 5-10 s on 2 cores) run instead as the script's
+    `main` in this process, with N torch threads and everything it writes appended to the stage's log, as the
+    process would have written it. For tests of what a driver does with its stages; the process itself (Ctrl-C
+    reaching it, its exit status, its threads) keeps real processes in tests/test_experiment_scripts.py. Returns the
+    commands, in order."""
+    from test_readme_commands import load
+
+    import train_finetune
+    import train_pretrain
+    import training.cli
+
+    run_experiments = load("experiments/run_experiments.py")
+    mains = {"train_pretrain.py": train_pretrain.main, "train_finetune.py": train_finetune.main}
+    launched: list[list[str]] = []
+
+    def run_here(cmd, *, stdout, **popen) -> tuple[int, bool]:
+        cmd = [str(arg) for arg in cmd]
+        launched.append(cmd)
+        assert cmd[0] == "env" and cmd[1].startswith("OMP_NUM_THREADS=") and cmd[2] == sys.executable, cmd
+        assert Path(cmd[3]).parent == ROOT and Path(cmd[3]).name in mains, cmd
+        threads, environ = torch.get_num_threads(), dict(os.environ)
+        torch.set_num_threads(int(cmd[1].split("=", 1)[1]))
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "stage.log"
+            try:
+                with contextlib.chdir(popen.get("cwd", ROOT)), torch.random.fork_rng():
+                    status = training.cli.run_logged(mains[Path(cmd[3]).name], cmd[4:], log)
+            finally:
+                torch.set_num_threads(threads)
+                os.environ.clear()
+                os.environ.update(environ)
+                stdout.write(log.read_text(encoding="utf-8") if log.exists() else "")
+                stdout.flush()
+        return status, status == 130
+
+    monkeypatch.setattr(training.cli, "run_to_end", run_here)  # a driver run fresh by run_script imports this one
+    monkeypatch.setattr(run_experiments, "run_to_end", run_here)  # the module the other drivers import
+    return launched

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import run_concurrently, run_script, user_env
+from processes import run_concurrently, run_script, stages_in_process, user_env
 from test_readme_commands import load as load_script
 
 import train_finetune
@@ -32,11 +32,12 @@ def run_ok(cmd: list[str]) -> str:
     return proc.stdout
 
 
-def test_snapshots_become_rows_and_a_plot(tmp_path):
+def test_snapshots_become_rows_and_a_plot(tmp_path, monkeypatch):
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "exp"
-    assert run_script("experiments/run_experiments.py", [  # its stages are processes
+    stages = stages_in_process(monkeypatch)  # the trainings: what they save matters here, not their processes
+    assert run_script("experiments/run_experiments.py", [
         "--data_dir", str(world), "--out_dir", str(out), "--recipe", "demo", "--variants", "learned",
         "--pretrain_epochs", "2", "--save_epochs", "1", "--skip_baselines", "--threads", "1",
         "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}",
@@ -58,6 +59,8 @@ def test_snapshots_become_rows_and_a_plot(tmp_path):
         assert groups["paraphrased"]["correct"] + groups["single"]["correct"] == row["dev"]["correct"]
     assert (out / "learned-causal-seed0.test.predictions").read_text().count("\n") == 20
     assert summary["command"].startswith("python experiments/run_experiments.py")
+    # one pretraining saving its epoch-1 snapshot, then one finetuning for each of the two models
+    assert [Path(cmd[3]).name for cmd in stages] == ["train_pretrain.py", "train_finetune.py", "train_finetune.py"]
 
     table = run_ok([sys.executable, "experiments/collect_results.py", str(out / "results.json"), "--label_from_dir",
                     "--json", str(tmp_path / "acc.json"), "--plot", str(tmp_path / "acc.png")])
@@ -244,7 +247,9 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     args = ["--model_name_or_path", str(pre), "--data_dir", str(world), "--out_dir", str(out), "--learning_rates",
             "1e-4,1e-3", "--holdout", "10", "--final", "--threads", "1", "--extra",
             "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
-    assert run_script(script, [*args, "--eval_extra", "--max_new_tokens 3"]) == 0  # its stages are processes
+    stages = stages_in_process(monkeypatch)  # the finetunings: their models matter here, not their processes
+    assert run_script(script, [*args, "--eval_extra", "--max_new_tokens 3"]) == 0
+    assert [Path(cmd[3]).name for cmd in stages] == ["train_finetune.py"] * 3  # two rates, then the final model
     printed = capsys.readouterr().out
     summary = json.loads((out / "selection.json").read_text())
     # --eval_extra reached every evaluation: the held-out, dev and test answers alike are at most 3 characters
@@ -458,8 +463,7 @@ def test_resume_keeps_a_finished_pretraining_and_continues_a_stopped_one(tmp_pat
     """`run_experiments.py --resume` (`make reproduce RESUME=1`): a 650-epoch CPU pretraining takes hours, so a
     session's end or a crash must not cost the steps already checkpointed."""
     experiments = _load_script("run_experiments")
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.setenv(name, "1")
+    stages = stages_in_process(monkeypatch)  # a stage's own process stopped: the Ctrl-C test below, the SIGKILL one
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=20, n_train=10, n_dev=5, n_test=5, seed=0)
     folder, log = tmp_path / "learned-causal-seed0-pretrain", tmp_path / "learned-causal-seed0-pretrain.log"
@@ -478,7 +482,8 @@ def test_resume_keeps_a_finished_pretraining_and_continues_a_stopped_one(tmp_pat
     assert resumed == {"pretrain_resumed_from_step": 3}
     finished = json.loads((folder / "train_results.json").read_text())
     assert finished["global_step"] == 6 and [step for step, _ in finished["losses"]] == list(range(1, 7))
-    assert seconds == finished["train_seconds"] >= checkpoint["train_seconds"] > 0  # both processes' seconds
+    assert seconds == finished["train_seconds"] >= checkpoint["train_seconds"] > 0  # both runs' seconds
+    assert stages[-1][-2:] == ["--resume_from_checkpoint", "latest"]
     text = log.read_text()
     assert text.startswith(first_log) and "resumed from" in text[len(first_log):]  # the log goes on after the first
 
@@ -709,8 +714,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "recite"
     # Seed 1 alone runs (a seed other than the split's 0: the split must not follow it); the plan for two seeds and
-    # their summary are checked below without running them again (each seed costs about 50 s here, most of it its
-    # four training processes).
+    # their summary are checked below without running them again (each seed is four trainings and five evaluations).
     cmd = [sys.executable, "experiments/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
@@ -721,11 +725,13 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         "evaluate_birthplace.py", "experiments/abstention.py", "experiments/abstention.py"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
-    launched = _record_processes(monkeypatch)
+    launched, processes = stages_in_process(monkeypatch), _record_processes(monkeypatch)
     assert run_script(cmd[1], cmd[2:]) == 0  # capfd: what its steps print too
     # Its steps run in its own process (no interpreter start for each): the only processes are the training ones
-    # its drivers start, each as a user starts it, with the recipe's threads.
-    assert launched and all(args[:3] == ["env", "OMP_NUM_THREADS=1", sys.executable] for args in launched)
+    # its drivers start, each as a user starts it, with the recipe's threads (here they run in this process; a
+    # stage's own process is tested with run_experiments.py above).
+    assert processes == [] and launched
+    assert all(args[:3] == ["env", "OMP_NUM_THREADS=1", sys.executable] for args in launched)
     scripts = [Path(args[3]).name for args in launched]
     assert scripts[0] == "train_pretrain.py" and set(scripts) == {"train_pretrain.py", "train_finetune.py"}
     printed = capfd.readouterr().out
