@@ -30,10 +30,7 @@ QUIET = ["--disable_tqdm", "True", "--report_to", "none"]
 def one_thread():
     """Bit for bit needs deterministic kernels: with several CPU threads the learned position embedding's gradient (an
     accumulating index backward) can differ in the last bit between two separate runs of one seed."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)  # conftest's _torch_threads_kept puts the worker's back after the test
 
 
 def pretrain(wiki: Path, out: Path, *extra: str) -> None:
