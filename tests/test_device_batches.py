@@ -394,7 +394,7 @@ def test_trimmed_rows_give_the_same_loss_and_gradients_on_fewer_rows(corpus):
             model.zero_grad()
             loss = model(**{k: v for k, v in batch.items() if k != "num_examples"}).loss
             loss.backward()
-            grads.append((float(loss), [p.grad.clone() for p in model.parameters()]))
+            grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
         assert abs(grads[0][0] - grads[1][0]) < 1e-6
         assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads[0][1], grads[1][1], strict=True))
     assert fewer > 0, "the fixed rows always had room to spare: nothing was trimmed"
