@@ -16,7 +16,7 @@ from safetensors import SafetensorError
 from .errors import UsageError
 from .files import atomic_write_json, replace_folder
 from .schedule import TokenCosineSchedule
-from .state import TrainState
+from .state import TrainState, saved_seconds
 
 CHECKPOINT_DIR = "checkpoints"
 TRAINER_STATE = "trainer_state.json"
@@ -92,7 +92,7 @@ def save_checkpoint(
     if accelerator.is_main_process:
         trainer_state = {"global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
                          "schedule": schedule.state_dict(), "losses": state.losses,
-                         "train_seconds": round(state.train_seconds, 3),
+                         "train_seconds": saved_seconds(state.train_seconds),
                          **({"seeds": state.seeds} if state.seeds is not None else {}),
                          **({"stack_seeds": True} if state.stacked else {}),
                          **({"run": identity} if identity is not None else {})}

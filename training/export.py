@@ -19,7 +19,7 @@ from modeling_chargpt.pipeline_chargpt import save_pipeline_files
 from .files import atomic_write_json, replace_folder
 from .hub import note_answering, write_model_card
 from .reporting import plot_loss_curve
-from .state import TrainResult, TrainState
+from .state import TrainResult, TrainState, saved_seconds
 
 
 def _folders(model: torch.nn.Module, output_dir: str) -> list[tuple[torch.nn.Module, Path, int | None]]:
@@ -87,7 +87,7 @@ def save_snapshot(
         for member, out, i in _folders(accelerator.unwrap_model(model), output_dir):
             loss = state.last_loss if i is None or not isinstance(state.last_loss, list) else state.last_loss[i]
             results = {"epoch": state.epoch, "global_step": state.global_step, "final_loss": loss,
-                       "train_seconds": round(train_seconds, 3)}
+                       "train_seconds": saved_seconds(train_seconds)}
             tmp = out / f".tmp-epoch-{state.epoch}"
             _write_pretrained(accelerator, member, tokenizer, tmp, results)
             replace_folder(tmp, out / f"epoch-{state.epoch}")

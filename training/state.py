@@ -8,6 +8,12 @@ from dataclasses import dataclass, field, replace
 Loss = float | list[float]  # a step's loss: one per seed in a `--seeds` run (training/seeds.py), in seed order
 
 
+def saved_seconds(seconds: float) -> float:
+    """Seconds trained as every file of a run writes them (checkpoints, snapshots, train_results.json, the model
+    card): to the millisecond, one rounding for all, so a resumed run never reports less than its checkpoint."""
+    return round(seconds, 3)
+
+
 @dataclass
 class TrainState:
     """The loop's counters and loss history; `train` advances it, checkpoints save and restore it."""
@@ -53,5 +59,5 @@ class TrainResult:
     def summary(self) -> dict:
         """What `train_results.json` and the model card report (the losses go to the JSON only)."""
         summary = {"global_step": self.global_step, "epoch": self.epoch, "final_loss": self.final_loss,
-                   "train_seconds": round(self.train_seconds, 3)}  # as its checkpoints count them
+                   "train_seconds": saved_seconds(self.train_seconds)}
         return {**summary, "stopped_at_time_limit": True} if self.stopped_at_time_limit else summary
