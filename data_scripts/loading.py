@@ -103,8 +103,6 @@ def _check_same(path: str | os.PathLike, expected: list, got: list) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-
-
 def prompt_length(question: str, answer: str) -> int:
     """Positions a name prompt needs: question + MASK + answer + MASK, after dropping non-ASCII characters."""
     return len(ascii_only(question)) + len(ascii_only(answer)) + 2
@@ -117,8 +115,9 @@ def load_qa_tsv(
     ``require_answer=False``, a file of bare questions (birth_test_inputs.tsv) into a Dataset with columns
     ``question`` and ``answer`` (``""`` where a row has none).
 
-    Every row must be ``question<TAB>answer`` with exactly one tab and neither part empty (with
-    ``require_answer=False`` a row may also be a bare question). With ``block_size``, the name prompt built
+    Every row must be ``question<TAB>answer`` with exactly one tab and neither part empty. With
+    ``require_answer=False`` the rows may also all be bare questions, but not some of them: a dev file with one
+    lost tab would otherwise score that row as a wrong answer. With ``block_size``, the name prompt built
     from the row (question + MASK + answer + MASK, non-ASCII characters dropped as the reference does) must fit
     in it. The first violation raises `DataFileError` naming the file and line.
     """
@@ -141,6 +140,9 @@ def load_qa_tsv(
                 raise DataFileError(path, lineno, "empty answer")
         if not question.strip():
             raise DataFileError(path, lineno, "empty question")
+        if answers and bool(answers[0].strip()) != bool(answer.strip()):
+            raise DataFileError(path, lineno, f"{'an answer' if answer.strip() else 'no answer'}, but line 1 has "
+                                f"{'none' if answer.strip() else 'one'}: every row is question<TAB>answer, or none is")
         if block_size is not None:
             need = prompt_length(question, answer)
             if need > block_size:

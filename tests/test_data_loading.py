@@ -133,6 +133,20 @@ def test_question_over_block_size(tmp_path):
     assert len(load_qa_tsv(path2, block_size=len("Where was  born?") + len("slo") + 2)) == 1
 
 
+def test_questions_file_is_all_answered_or_all_bare(tmp_path):
+    # a dev file that lost one tab would score that row as a wrong answer; it is an error naming the line
+    mixed = _write(tmp_path, "dev.tsv", GOOD + GOOD + b"Where was C born?\n")
+    assert str(_error(load_qa_tsv, mixed, require_answer=False)) == (
+        f"{mixed}:3: no answer, but line 1 has one: every row is question<TAB>answer, or none is"
+    )
+    bare_first = _write(tmp_path, "test.tsv", b"Where was C born?\n" + GOOD)
+    assert str(_error(load_qa_tsv, bare_first, require_answer=False)) == (
+        f"{bare_first}:2: an answer, but line 1 has none: every row is question<TAB>answer, or none is"
+    )
+    bare = _write(tmp_path, "bare.tsv", b"Where was C born?\nWhere was D born?\t\n")
+    assert load_qa_tsv(bare, require_answer=False)["answer"] == ["", ""]
+
+
 def test_invalid_utf8_names_line_and_byte(tmp_path):
     path = _write(tmp_path, "bin.tsv", GOOD + GOOD + b"Where was J\xffrg born?\tBern\n")
     err = _error(load_qa_tsv, path)
