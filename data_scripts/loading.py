@@ -140,9 +140,10 @@ def load_qa_tsv(
                 raise DataFileError(path, lineno, "empty answer")
         if not question.strip():
             raise DataFileError(path, lineno, "empty question")
-        if answers and bool(answers[0].strip()) != bool(answer.strip()):
-            raise DataFileError(path, lineno, f"{'an answer' if answer.strip() else 'no answer'}, but line 1 has "
-                                f"{'none' if answer.strip() else 'one'}: every row is question<TAB>answer, or none is")
+        answered = bool(answer.strip())
+        if answers and bool(answers[0].strip()) != answered:
+            raise DataFileError(path, lineno, f"{'an answer' if answered else 'no answer'}, but line 1 has "
+                                f"{'none' if answered else 'one'}: every row is question<TAB>answer, or none is")
         if block_size is not None:
             need = prompt_length(question, answer)
             if need > block_size:
