@@ -35,6 +35,7 @@ from training import (
     atomic_write_json,
     atomic_write_text,
     check_chargpt_folder,
+    check_not_input,
     check_output_file,
     load_chargpt,
     parse_args,
@@ -106,9 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
     html_path = args.html_path or (report_path_for(args.outputs_path) if args.outputs_path else None)
-    for flag, path in (("--outputs_path", args.outputs_path), ("--results_path", args.results_path),
-                       ("--records_path", records_path), ("--html_path", html_path)):
+    outputs = {"--outputs_path": args.outputs_path, "--results_path": args.results_path,
+               "--records_path": records_path, "--html_path": html_path}
+    for flag, path in outputs.items():
         check_output_file(path, flag)  # before the decoding, not after it
+    check_not_input(outputs, {"--eval_corpus_path": args.eval_corpus_path, "--wiki_path": args.wiki_path,
+                              "--model_name_or_path": args.model_name_or_path})
     analyse = bool(records_path or html_path or args.abstain_below or args.abstain_ungrounded)
     qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)
     questions, gold = qa["question"], qa["answer"]
@@ -116,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.abstain_ungrounded and wiki is None:
         raise UsageError(f"--abstain_ungrounded needs wiki.txt: none beside {args.eval_corpus_path}; give --wiki_path")
 
-    answer_scores = recitations = recitation_scores = None
+    answer_scores = recitations = recitation_scores = signals = None
     if args.baseline == "london":
         answers = ["London"] * len(questions)
     else:
@@ -144,10 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.answer_format == "recite":
             logger.info("%s answers after reciting what it read about the person (answer_format='recite')",
                         args.model_name_or_path)
-        answers, recitations, answer_scores, recitation_scores = ask_pipeline(model, tokenizer, questions, settings,
-                                                                              args.batch_size, score=analyse)
+        answers, recitations, answer_scores, recitation_scores, signals = ask_pipeline(
+            model, tokenizer, questions, settings, args.batch_size, score=analyse)
     records = build_records(questions, gold, answers, answer_scores, wiki, args.abstain_below, args.abstain_ungrounded,
-                            recitations, recitation_scores)
+                            recitations, recitation_scores, signals)
     predictions = [r["prediction"] for r in records]
 
     if args.outputs_path:
@@ -187,8 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def ask_pipeline(model, tokenizer, questions: Sequence[str], settings: AnsweringSettings, batch_size: int, score: bool,
                  show_progress: bool = True) -> tuple:
-    """Answers, recitations and their scores, from the birthplace-qa pipeline answering with `settings` (it abstains
-    nothing: the records do). Questions go in sorted by length, so each batch pads little, as one sorted pass over
+    """Answers, recitations, their scores and each answer's signals (the name's familiarity and the calibrated
+    probability that it is right), from the birthplace-qa pipeline answering with `settings` (it abstains nothing:
+    the records do). Questions go in sorted by length, so each batch pads little, as one sorted pass over
     the file did; the outputs come back in file order."""
     ask = BirthplaceQAPipeline(model=model, tokenizer=tokenizer, task=TASK, device=model.device, settings=settings)
     questions = list(questions)  # a datasets column reads each item through an Arrow table: 0.3 ms each
@@ -202,7 +207,8 @@ def ask_pipeline(model, tokenizer, questions: Sequence[str], settings: Answering
     recites = settings.answer_format == "recite"
     return ([r["answer"] for r in results], [r["recitation"] for r in results] if recites else None,
             [r["answer_score"] for r in results] if score else None,
-            [r["recitation_score"] for r in results] if score and recites else None)
+            [r["recitation_score"] for r in results] if score and recites else None,
+            [{"name_score": r["name_score"], "right_probability": r["confidence"]} for r in results] if score else None)
 
 
 def cli() -> int:

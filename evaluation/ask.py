@@ -4,9 +4,12 @@
     chargpt-ask out/best/seed0 --wiki ../shared/data/wiki.txt < questions.txt    # one question per line
 
 Each answer comes through the birthplace-qa pipeline, so it is the answer the model was measured with: its saved
-format and abstention threshold (`--abstain_below` sets another, `--abstain_below 0` answers everything). It prints
-the answer and the model's probability of it, "I don't know" where the model abstains, and with `--wiki` the
-person's wiki.txt line and whether the answer is in it.
+format, calibration and abstention threshold (`--abstain_below` sets another, `--abstain_below 0` answers
+everything). It prints the answer and how sure the model is (the probability that the answer is right, where the
+model saved a calibration, beside the raw probability of its output), "I don't know" where the model abstains, and
+with `--wiki` the person's wiki.txt line and whether the answer is in it. A question may be typed in any case,
+without its question mark, or as a bare name. A question the model cannot answer gets its own error line and the
+others are still answered; the exit status is then 1.
 """
 
 from __future__ import annotations
@@ -36,19 +39,23 @@ def _percent(probability: float) -> str:
 
 
 def _exact(probability: float) -> str:
-    """'12%', or '3.1e-09' where a percentage would hide the difference (a reciting model's threshold is a
-    probability of its whole recitation: often far below 1%)."""
+    """'12%', or '3.1e-09' where a percentage would hide the difference (a raw probability of a whole recitation is
+    often far below 1%)."""
     return _percent(probability) if probability >= 0.005 else f"{probability:.2g}"
 
 
 def describe(result: dict, threshold: float | None) -> list[str]:
-    """What a person reads for one answer: the question and the answer (or "I don't know"), then its grounding."""
-    sure = _percent(result["probability"])
+    """What a person reads for one answer: the question and the answer (or "I don't know"), then its grounding.
+    "87% sure" is the calibrated probability that the answer is right where the model saved a calibration, with the
+    raw probability of its output beside it; without one, the raw probability alone."""
+    calibrated = result.get("confidence") is not None
+    shown = result["confidence"] if calibrated else result["probability"]
+    raw = f"; raw probability {_exact(result['probability'])}" if calibrated else ""
     if result["abstained"]:
         lines = [f"{result['question']}  ->  I don't know (its best guess, {result['answer']!r}, has "
-                 f"{_exact(result['probability'])}; it answers from {_exact(threshold)})"]
+                 f"{_exact(shown)}; it answers from {_exact(threshold)}{raw})"]
     else:
-        lines = [f"{result['question']}  ->  {result['answer']}  ({sure} sure)"]
+        lines = [f"{result['question']}  ->  {result['answer']}  ({_percent(shown)} sure{raw})"]
     if result.get("recitation"):
         lines.append(f"    recited: {result['recitation']}")
     if "line" in result:
@@ -80,13 +87,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.abstain_below is not None:
         options["abstain_below"] = args.abstain_below or None
     threshold = options.get("abstain_below", ask.settings.abstain_below)
+    problems = {}  # a bad question gets its own error line; the others are answered
+    for i, question in enumerate(questions):
+        try:
+            ask.preprocess(question, ask.settings)
+        except QuestionError as err:
+            problems[i] = str(err)
+    good = [q for i, q in enumerate(questions) if i not in problems]
     try:
-        results = ask(questions, batch_size=args.batch_size, **options)
+        answers = iter(ask(good, batch_size=args.batch_size, **options) if good else [])
     except QuestionError as err:
         raise UsageError(str(err)) from None
-    for result in results:
-        print("\n".join(describe(result, threshold)))
-    return 0
+    for i in range(len(questions)):
+        if i in problems:
+            print(f"error: question {i + 1}: {problems[i]}", file=sys.stderr, flush=True)
+        else:
+            print("\n".join(describe(next(answers), threshold)), flush=True)
+    return 1 if problems else 0
 
 
 def cli() -> int:

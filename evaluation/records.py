@@ -24,7 +24,7 @@ without a model (the London baseline), grounding fields None without wiki.txt or
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ def build_records(
     abstain_ungrounded: bool = False,
     recitations: Sequence[str] | None = None,
     recitation_scores: Sequence[AnswerScore] | None = None,
+    signals: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One record per question (see the module docstring); gold "" means unknown (test inputs). With
     `recitation_scores`, a record's scores are the recitation's and the answer's together: `confidence` is the
@@ -73,7 +74,9 @@ def build_records(
 
     An answer is not given (its prediction is "") with `abstain_below`, where its confidence is below it, and with
     `abstain_ungrounded`, where it does not occur in the person's wiki.txt lines (one that cannot be checked, with
-    no wiki or another kind of question, is given).
+    no wiki or another kind of question, is given). `signals` (from the pipeline, per question: ``name_score``, the
+    name's familiarity, and ``right_probability``, the calibrated probability that the answer is right, None for a
+    model saved without a calibration) are kept in each record as they are.
     """
     records = []
     for i, (question, gold_place, answer) in enumerate(zip(questions, gold, answers, strict=True)):
@@ -94,6 +97,8 @@ def build_records(
             "recitation_logprob": recited.logprob if recited is not None else None,
         }
         record.update(grounding)
+        if signals is not None:
+            record.update(signals[i])
         records.append(record)
     return records
 

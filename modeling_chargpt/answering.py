@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass, replac
 import torch
 from tqdm.auto import tqdm
 
+from .calibration import Calibration, signals
 from .modeling_chargpt import CharGPTForCausalLM
 from .tokenization_chargpt import MASK_CHAR, PAD_CHAR, CharTokenizer, UnknownCharacterError
 
@@ -55,6 +56,7 @@ __all__ = [
     "death_mark",
     "decoding_arguments",
     "greedy_until_mask",
+    "name_casings",
     "name_prompt_text",
     "predict_birthplaces",
     "question_problem",
@@ -66,8 +68,10 @@ __all__ = [
     "recite",
     "recite_on",
     "score_answers",
+    "score_names",
     "score_recitations",
     "score_rows",
+    "typed_question",
 ]
 
 _QUESTION = re.compile(r"Where was (.+) born\?")
@@ -77,6 +81,49 @@ def asked_person(question: str) -> str | None:
     """The NAME of a ``Where was NAME born?`` question (the form of every birthplace TSV), or None for another form."""
     match = _QUESTION.fullmatch(question)
     return match.group(1) if match else None
+
+
+# What a person types: any case and spacing, the question mark optional ("where was ann lee born")
+_TYPED = re.compile(r"\s*where\s+was\s+(?P<name>.+?)\s+born\s*\??\s*", re.IGNORECASE)
+_WH = re.compile(r"\s*(?:who|whom|whose|what|when|where|which|why|how)\b", re.IGNORECASE)
+_YES_NO = re.compile(r"\s*(?:is|are|was|were|did|does|do|can|could|has|have)\b.*\?\s*", re.IGNORECASE)
+
+
+def typed_question(text: str) -> str:
+    """``Where was NAME born?`` for what a person typed: that question in any case or spacing, with or without its
+    question mark, or a bare name, its spaces collapsed to one (`name_casings` lists what its case may have meant).
+    Another kind of question ("What is the capital of X?",
+    "Who was X?") is a `QuestionError` naming the one question this model answers: its words are no name. A question
+    already in the exact form is returned as it is, so the evaluation files are read as the reference reads them."""
+    if not isinstance(text, str) or not text.strip():
+        raise QuestionError("an empty question: ask 'Where was NAME born?' or give a name")
+    if asked_person(text) is not None:
+        return text
+    typed = _TYPED.fullmatch(text)
+    if typed is None and (_WH.match(text) or _YES_NO.fullmatch(text)):
+        raise QuestionError(f"{text.strip()!r} is another kind of question: this model answers only 'Where was NAME "
+                            "born?' (or a bare name)")
+    name = " ".join((typed["name"] if typed else text.strip().rstrip("?")).split())
+    if not name:
+        raise QuestionError(f"{text.strip()!r} names nobody: ask 'Where was NAME born?' or give a name")
+    return f"Where was {name} born?"
+
+
+_PARTICLES = {"al", "bin", "da", "de", "del", "della", "der", "di", "du", "la", "le", "of", "van", "von", "y"}
+
+
+def name_casings(name: str) -> list[str]:
+    """The ways a typed name may have been meant, case aside: as typed, every word capitalized, and every word but
+    the particles ("de", "van", "bin") capitalized; `typed_question`'s caller keeps the one the model finds most
+    familiar (`score_names`)."""
+    def capital(word: str) -> str:
+        return "-".join(part[:1].upper() + part[1:].lower() for part in word.split("-"))
+
+    words = name.split(" ")
+    casings = [name, " ".join(capital(w) for w in words),
+               " ".join(w.lower() if 0 < k < len(words) - 1 and w.lower() in _PARTICLES else capital(w)
+                        for k, w in enumerate(words))]
+    return list(dict.fromkeys(casings))
 
 
 def recitation_limit(block_size: int, chars: int | None = None) -> int:
@@ -532,7 +579,9 @@ class AnsweringSettings:
     measured. `answer_format` is the config's own field (how it was finetuned); the others are the evaluation's
     choices: the decoding choices (fields made with `_decoding`: a new way to decode is such a field and its branch in
     `answer_questions`), `max_new_tokens` and `abstain_below` (`evaluate_birthplace.py`), kept with the threshold's
-    provenance (`abstention`: the precision and coverage it was chosen for on held-out training questions)."""
+    provenance (`abstention`: what it was chosen for on held-out training questions). With `calibration`
+    (`calibration.Calibration`, fitted by `evaluation.calibrate`) the confidence is the probability that the answer
+    is right, and `abstain_below` applies to it; without, to the raw probability of the model's output."""
 
     answer_format: str = "direct"
     answer_from_recitation: bool = _decoding(False, (
@@ -559,6 +608,7 @@ class AnsweringSettings:
     max_new_tokens: int = 32
     abstain_below: float | None = None
     abstention: dict | None = None
+    calibration: dict | None = None
 
     @classmethod
     def of(cls, config) -> AnsweringSettings:
@@ -603,6 +653,11 @@ class AnsweringSettings:
         for name in SPAN_ONLY:
             if getattr(self, name) and not self.answer_from_recitation:
                 raise QuestionError(f"--{name} True only changes --answer_from_recitation True; give both")
+        if self.calibration is not None:
+            try:
+                Calibration.from_dict(self.calibration)
+            except (TypeError, ValueError) as err:
+                raise QuestionError(f"the saved calibration cannot be read: {err}") from None
         if self.abstain_below is not None and not 0 < self.abstain_below < 1:
             raise QuestionError(f"abstain_below {self.abstain_below}: must be a probability between 0 and 1 "
                                 "(exclusive)")
@@ -632,12 +687,24 @@ class Answers:
     recitations: list[str] | None = None
     scores: list[AnswerScore] | None = None
     recitation_scores: list[AnswerScore] | None = None
+    name_scores: list[float | None] | None = None
+
+    def output_score(self, i: int) -> AnswerScore | None:
+        """The score of the model's whole output for question i: its answer, after its recitation if any."""
+        if self.scores is None:
+            return None
+        return self.scores[i].after(self.recitation_scores[i] if self.recitation_scores else None)
 
     def confidence(self, i: int) -> float | None:
         """The probability of the model's whole output for question i: its answer, after its recitation if any."""
-        if self.scores is None:
-            return None
-        return self.scores[i].after(self.recitation_scores[i] if self.recitation_scores else None).confidence
+        score = self.output_score(i)
+        return None if score is None else score.confidence
+
+    def right_probability(self, i: int, calibration: Calibration | None) -> float | None:
+        """How likely answer i is right (`calibration.Calibration`), or None without a calibration or scores."""
+        score = self.output_score(i)
+        found = signals(self.name_scores[i] if self.name_scores else None, score.logprob if score else None)
+        return None if calibration is None or found is None else calibration.probability(**found)
 
 
 def answer_questions(
@@ -695,4 +762,25 @@ def answer_questions(
         if recitations is not None:
             result.recitation_scores = score_recitations(model, tokenizer, names, recitations, batch_size,
                                                          show_progress)
+        result.name_scores = score_names(model, tokenizer, [asked_person(q) for q in questions], batch_size,
+                                         show_progress)
     return result
+
+
+def score_names(
+    model: CharGPTForCausalLM,
+    tokenizer: CharTokenizer,
+    names: Sequence[str | None],
+    batch_size: int = 128,
+    show_progress: bool = True,
+) -> list[float | None]:
+    """How familiar each name is to the model: the mean log-probability per character of the name as the start of a
+    document, every character after the first (`calibration`); None for a question without a name (another form)
+    or a one-character name."""
+    known = [i for i, name in enumerate(names) if name is not None and len(name) > 1]
+    scores = score_rows(model, tokenizer, [(tokenizer.encode_text(names[i]), 1) for i in known], batch_size,
+                        show_progress) if known else []
+    found: list[float | None] = [None] * len(names)
+    for i, score in zip(known, scores, strict=True):
+        found[i] = score.logprob / (len(names[i]) - 1)
+    return found

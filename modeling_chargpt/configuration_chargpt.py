@@ -18,7 +18,9 @@ class CharGPTConfig(PretrainedConfig):
     they cannot run past it (`bounded_context`); rope, sinusoidal and no positions can (positions.py has each
     encoding). `answer_format` says how a finetuned model answers a birthplace question: 'direct' (the reference:
     question, MASK, answer) or 'recite' (`train_finetune.py --recite True`: the name, its recited document, MASK,
-    answer); the evaluation reads it.
+    answer); the evaluation reads it. `answering` holds how a finetuned model answers and abstains
+    (`answering.AnsweringSettings.to_config`: decoding choices, the calibration of its confidence, the threshold) and
+    `recitation_chars` where its recitation rows were cut (`train_finetune.py --recitation_chars`).
     """
 
     model_type = "chargpt"
@@ -51,6 +53,8 @@ class CharGPTConfig(PretrainedConfig):
         tie_word_embeddings: bool = False,
         use_cache: bool = True,
         answer_format: str = "direct",
+        answering: dict | None = None,
+        recitation_chars: int | None = None,
         **kwargs,
     ) -> None:
         if position_embedding_type not in POSITION_ENCODINGS:
@@ -91,6 +95,12 @@ class CharGPTConfig(PretrainedConfig):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.use_cache = use_cache
         self.answer_format = answer_format
+        if answering is not None and not isinstance(answering, dict):
+            raise ValueError(f"answering={answering!r} must be a dict (answering.AnsweringSettings.to_config)")
+        self.answering = answering
+        if recitation_chars is not None and (not isinstance(recitation_chars, int) or recitation_chars < 1):
+            raise ValueError(f"recitation_chars={recitation_chars!r} must be a positive integer")
+        self.recitation_chars = recitation_chars
         # transformers 5's PretrainedConfig no longer declares these; generate() reads them from here.
         self.pad_token_id = pad_token_id
         self.eos_token_id = eos_token_id

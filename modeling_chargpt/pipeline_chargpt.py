@@ -3,11 +3,13 @@
     from transformers import pipeline
     ask = pipeline(model="out/best/seed0", trust_remote_code=True)   # the code saved in the model folder
     ask("Where was Khatchig Mouradian born?")
-    # {'question': ..., 'answer': 'Lebanon', 'probability': 0.93, 'abstained': False, 'recitation': None}
+    # {'question': ..., 'answer': 'Lebanon', 'confidence': 0.93, 'probability': 2.1e-09, 'abstained': False, ...}
 
-A question is ``Where was NAME born?`` or a bare name. The model answers in the format it was finetuned and
+A question is ``Where was NAME born?`` in any case, with or without its question mark, or a bare name. The model
+answers in the format it was finetuned and
 evaluated with, saved in its config (`answering.AnsweringSettings`: the reference prompt, a recitation, span answers
-with or without continuation, and the abstention threshold chosen on held-out training questions); arguments
+with or without continuation, the calibration of its confidence and the abstention threshold, both chosen on
+held-out training questions and people it never read: `evaluation.calibrate`); arguments
 override each one. Given `documents` (a wiki.txt path or its text), each answer also says whether it is grounded,
 and the person's line. Answering is `answering.answer_questions`, as in `evaluate_birthplace.py`: the same answers.
 
@@ -32,8 +34,12 @@ from .answering import (
     QuestionError,
     answer_questions,
     asked_person,
+    name_casings,
     question_problem,
+    score_names,
+    typed_question,
 )
+from .calibration import Calibration
 from .grounding import WikiIndex
 
 logger = logging.get_logger(__name__)
@@ -43,9 +49,12 @@ _OVERRIDES = (*DECODING_CHOICES, "max_new_tokens")  # what a call may change of 
 
 
 class BirthplaceQAPipeline(Pipeline):
-    """Questions in, one dict per question out: ``question``, ``answer``, ``probability`` (of the model's whole
-    output: its recitation, if any, and the answer), ``abstained`` (probability below the threshold), ``recitation``
-    (a reciting model's, else None); with `documents` also ``grounded`` and ``line`` (the person's wiki.txt line)."""
+    """Questions in, one dict per question out: ``question`` (as the model was asked it), ``answer``,
+    ``confidence`` (the probability that the answer is right, from the calibration saved with the model: None
+    without one), ``probability`` (the raw probability of the model's whole output: its recitation, if any, and the
+    answer), ``name_score`` (how familiar the name is: `answering.score_names`), ``abstained`` (the confidence, or
+    without a calibration the probability, below the threshold), ``recitation`` (a reciting model's, else None);
+    with `documents` also ``grounded`` and ``line`` (the person's wiki.txt line)."""
 
     _load_processor = False
     _load_image_processor = False
@@ -80,16 +89,19 @@ class BirthplaceQAPipeline(Pipeline):
         settings = replace(self.settings.choosing(**overrides), **abstain)  # None is a choice for abstain_below only
         settings.check()
         postprocess = {"details": details, "abstain_below": settings.abstain_below,
+                       "calibrated": settings.calibration is not None,
                        **({"wiki": _documents(documents)} if documents is not None else {})}
         return {"settings": settings}, {"settings": settings, "score": score}, postprocess
 
     def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
         """The question as the model's format takes it (a bare name becomes ``Where was NAME born?``), checked."""
-        if not isinstance(question, str) or not question.strip():
-            raise QuestionError("an empty question: ask 'Where was NAME born?' or give a name")
-        question = question.strip()
-        if asked_person(question) is None and not question.endswith("?"):
-            question = f"Where was {question} born?"  # a bare name
+        typed = typed_question(question)  # any case, no question mark, a bare name; another kind: an error
+        if typed != question:  # typed as a person types: the casing of the name the model finds most familiar
+            casings = [c for c in name_casings(asked_person(typed)) if set(c) <= self.tokenizer.stoi.keys()]
+            scores = score_names(self.model, self.tokenizer, casings, show_progress=False)
+            if casings and None not in scores:
+                typed = f"Where was {casings[scores.index(max(scores))]} born?"
+        question = typed
         problem = question_problem(question, self.tokenizer, self.model.config, settings.max_new_tokens,
                                    settings.answer_format)
         if problem is not None:
@@ -103,17 +115,20 @@ class BirthplaceQAPipeline(Pipeline):
         answered = answer_questions(self.model, self.tokenizer, questions, settings, batch_size=len(questions),
                                     score=score, show_progress=False)
         n = len(questions)
+        calibration = Calibration.from_dict(settings.calibration) if settings.calibration else None
         return {"question": questions, "answer": answered.answers,
+                "confidence": [answered.right_probability(i, calibration) for i in range(n)],
                 "probability": [answered.confidence(i) for i in range(n)],
+                "name_score": answered.name_scores or [None] * n,
                 "recitation": answered.recitations or [None] * n,
                 "answer_score": answered.scores or [None] * n,
                 "recitation_score": answered.recitation_scores or [None] * n}
 
     def postprocess(self, model_outputs: dict[str, Any], details: bool = False, abstain_below: float | None = None,
-                    wiki: WikiIndex | None = None) -> dict[str, Any]:
+                    calibrated: bool = False, wiki: WikiIndex | None = None) -> dict[str, Any]:
         one = {key: value[0] if isinstance(value, list) else value for key, value in model_outputs.items()}
         scores = {key: one.pop(key) for key in ("answer_score", "recitation_score")}
-        sure = one["probability"]
+        sure = one["confidence"] if calibrated else one["probability"]
         out = {**one, "abstained": abstain_below is not None and sure is not None and sure < abstain_below}
         if details:
             out.update(scores)

@@ -23,7 +23,7 @@ _EXPORTS = {
     "hub": ["add_eval_result", "note_answering", "push_if_asked", "push_run"],
     "files": ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "replace_folder"],
     "loop": ["build_optimizer", "make_accelerator", "train"],
-    "outputs": ["check_output_dir", "check_output_file"],
+    "outputs": ["check_not_input", "check_output_dir", "check_output_file"],
     "precision": ["cpu_has_fast_bf16", "resolve_precision"],
     "pretrained": ["check_chargpt_folder", "load_chargpt"],
     "reporting": ["report_done", "run_card"],
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
     from .hub import add_eval_result, note_answering, push_if_asked, push_run
     from .loop import build_optimizer, make_accelerator, train
-    from .outputs import check_output_dir, check_output_file
+    from .outputs import check_not_input, check_output_dir, check_output_file
     from .precision import cpu_has_fast_bf16, resolve_precision
     from .pretrained import check_chargpt_folder, load_chargpt
     from .reporting import report_done, run_card
@@ -81,6 +81,7 @@ __all__ = [
     "build_optimizer",
     "check_seeds",
     "check_chargpt_folder",
+    "check_not_input",
     "check_output_dir",
     "check_output_file",
     "collate_for",

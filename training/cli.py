@@ -162,8 +162,8 @@ def _say_last(line: str) -> None:
 
 def command_line(script: str, argv: Sequence[str] | None = None) -> str:
     """`python SCRIPT ARGS`, the command a results file records: this process's flags, or `argv` where a driver ran
-    the script's `main` in its own process."""
-    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+    the script's `main` in its own process. `script` may be ``-m MODULE``."""
+    return shlex.join(["python", *script.split(), *(sys.argv[1:] if argv is None else argv)])
 
 
 def run_to_end(cmd: Sequence[str], **popen: Any) -> tuple[int, bool]:

@@ -1,0 +1,158 @@
+"""Fit the confidence a person reads, and when to say "I don't know", then save both with the models.
+
+    python -m evaluation.calibrate --model_name_or_path HELDOUT_MODEL --holdout HOLDOUT.tsv \
+        --unknown UNKNOWN.tsv --save_to FINAL_MODEL [--keep_right 0.95] [--results_path R.json]
+
+HELDOUT_MODEL is finetuned without the held-out training questions (HOLDOUT.tsv), so it answers them as a final
+model answers dev; UNKNOWN.tsv asks about people no corpus line mentions (`python -m data_scripts.unknown_people`).
+Dev is never read. Each question's two signals (`modeling_chargpt.calibration`: the name's familiarity and the
+probability of the whole output) and whether its answer was right (an unknown person's never is) fit a logistic
+regression, the probability that an answer is right. The threshold is the highest that still gives `--keep_right`
+of the held-out right answers; unknown people fall below it when the name tells them apart. Both go into each
+`--save_to` folder's config (``answering``: ``calibration``, ``abstain_below`` and where they came from), through
+`save_pretrained`, so the pipeline, `chargpt-ask` and `evaluate_birthplace.py` use them with no flag.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["choose_keep_threshold", "fit_on", "save_calibration"]
+
+
+def output_logprob(result: dict) -> float:
+    """The log-probability of the model's whole output (recitation, if any, and answer) from an `ask_all` result."""
+    recited = result.get("recitation_score")
+    return result["answer_score"].logprob + (recited.logprob if recited is not None else 0.0)
+
+
+def fit_on(held: Sequence[dict], gold: Sequence[str], unknown: Sequence[dict]):
+    """The calibration fitted on held-out answers (right or not) and unknown people's (never right)."""
+    from modeling_chargpt.calibration import fit_logistic
+
+    rows = [(r["name_score"], output_logprob(r)) for r in (*held, *unknown)]
+    labels = [r["answer"] == g for r, g in zip(held, gold, strict=True)] + [False] * len(unknown)
+    return fit_logistic(rows, labels)
+
+
+def choose_keep_threshold(right_probabilities: Sequence[float], keep_right: float) -> float | None:
+    """The highest threshold that still answers `keep_right` of the right answers (their calibrated probabilities);
+    None if there are none."""
+    ranked = sorted(right_probabilities, reverse=True)
+    if not ranked:
+        return None
+    kept = max(1, math.ceil(keep_right * len(ranked)))
+    return min(max(ranked[kept - 1], 1e-12), 1 - 1e-12)  # abstain_below lies strictly inside (0, 1)
+
+
+def save_calibration(folder: str | Path, calibration: dict, threshold: float | None, abstention: dict) -> None:
+    """The folder's config with `calibration` and `threshold` in ``answering``, written whole (through
+    `save_pretrained` into a temporary folder, then renamed over config.json) or not at all; its card follows."""
+    import os
+
+    from modeling_chargpt import CharGPTConfig
+    from training.hub import note_answering
+
+    saved = CharGPTConfig.from_pretrained(folder).to_dict()
+    saved["answering"] = {**(saved.get("answering") or {}), "calibration": calibration, "abstain_below": threshold,
+                          "abstention": abstention}
+    config = CharGPTConfig.from_dict(saved)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        config.save_pretrained(tmp)
+        os.replace(Path(tmp) / "config.json", Path(folder) / "config.json")
+    note_answering(folder)
+
+
+def build_parser():
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m evaluation.calibrate", description=__doc__.split("\n")[0])
+    parser.add_argument("--model_name_or_path", required=True,
+                        help="a model finetuned WITHOUT the held-out questions (it answers them as dev)")
+    parser.add_argument("--holdout", required=True, help="held-out training questions with their places")
+    parser.add_argument("--unknown", required=True, help="questions about people the corpus never mentions")
+    parser.add_argument("--save_to", nargs="*", default=[], metavar="MODEL_DIR",
+                        help="finetuned model folders that answer with this calibration and threshold")
+    parser.add_argument("--keep_right", type=float, default=0.95,
+                        help="the threshold keeps this share of the held-out right answers (default 0.95)")
+    parser.add_argument("--results_path", help="write what was fitted and measured here (JSON)")
+    parser.add_argument("--batch_size", type=int, default=128)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from transformers.utils import logging
+
+    logging.set_verbosity_warning()  # the results, not every config loaded
+    from data_scripts import load_qa_tsv
+    from modeling_chargpt.calibration import Calibration
+    from training import UsageError, check_chargpt_folder, load_chargpt
+    from training.cli import command_line
+    from training.files import atomic_write_json
+    from training.outputs import check_not_input
+
+    from .known_unknown import ask_all
+
+    if not 0 < args.keep_right <= 1:
+        raise UsageError(f"--keep_right {args.keep_right}: a share in (0, 1]")
+    check_not_input({"--results_path": args.results_path},
+                    {"--holdout": args.holdout, "--unknown": args.unknown, **{
+                        f"--model_name_or_path/--save_to {i}": f for i, f in
+                        enumerate([args.model_name_or_path, *args.save_to])}})
+    for folder in (args.model_name_or_path, *args.save_to):
+        check_chargpt_folder(folder)  # before anything is computed
+    held = load_qa_tsv(args.holdout)
+    unknown = load_qa_tsv(args.unknown, require_answer=False)
+    model, tokenizer = load_chargpt(args.model_name_or_path)
+    raw = {"abstain_below": None}  # the model's own answers and scores, whatever it saved
+    asked_held = ask_all(model, tokenizer, list(held["question"]), args.batch_size, **raw)
+    asked_unknown = ask_all(model, tokenizer, list(unknown["question"]), args.batch_size, **raw)
+    gold = list(held["answer"])
+    try:
+        fitted = fit_on(asked_held, gold, asked_unknown)
+    except ValueError as err:
+        raise UsageError(f"{args.holdout}: {err}") from None
+
+    def p(result: dict) -> float:
+        return fitted.probability(name_logprob=result["name_score"], output_logprob=output_logprob(result))
+
+    right = [r["answer"] == g for r, g in zip(asked_held, gold, strict=True)]
+    threshold = choose_keep_threshold([p(r) for r, c in zip(asked_held, right, strict=True) if c], args.keep_right)
+    answered = [p(r) >= threshold for r in asked_held] if threshold is not None else [True] * len(asked_held)
+    n_answered = sum(answered)
+    n_right = sum(a and c for a, c in zip(answered, right, strict=True))
+    unknown_answered = sum(p(r) >= threshold for r in asked_unknown) if threshold is not None else len(asked_unknown)
+    measured = {"holdout_questions": len(asked_held), "holdout_right": sum(right), "holdout_answered": n_answered,
+                "holdout_precision": n_right / n_answered if n_answered else None,
+                "holdout_right_kept": n_right / sum(right) if any(right) else None,
+                "unknown_questions": len(asked_unknown), "unknown_answered": unknown_answered}
+    calibration = Calibration(fitted.weights, fitted.bias, fitted.mean, fitted.scale, fitted.features, {
+        "model": args.model_name_or_path, "holdout": args.holdout, "unknown": args.unknown, **measured}).to_dict()
+    print(f"held-out: {sum(right)}/{len(right)} right; at the threshold {threshold:.3g} it answers {n_answered} "
+          f"({n_right} right, {100 * measured['holdout_right_kept']:.1f}% of the right ones)"
+          if threshold is not None else "held-out: no right answer, no threshold")
+    print(f"unknown people: {unknown_answered}/{len(asked_unknown)} answered at that threshold")
+    abstention = {"rule": "keep_right", "keep_right": args.keep_right, **measured}
+    for folder in args.save_to:
+        save_calibration(folder, calibration, threshold, abstention)
+        print(f"saved into {folder}/config.json")
+    if args.results_path:
+        atomic_write_json(args.results_path, {"command": command_line("-m evaluation.calibrate", argv),
+                                              "calibration": calibration, "abstain_below": threshold,
+                                              "abstention": abstention, "saved_to": list(args.save_to)})
+    return 0
+
+
+def cli() -> int:
+    from training import run_cli
+
+    return run_cli(main)
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
