@@ -39,6 +39,7 @@ from training import (
     check_output_file,
     load_chargpt,
     parse_args,
+    resolve_model_path,
     run_cli,
 )
 from training.cli import command_line
@@ -51,7 +52,8 @@ logger = logging.get_logger(__name__)
 @dataclass
 class EvalArguments:
     eval_corpus_path: str = field(metadata={"help": "TSV of questions, with gold places or without (test inputs)."})
-    model_name_or_path: str | None = field(default=None, metadata={"help": "A finetuned chargpt folder."})
+    model_name_or_path: str | None = field(default=None, metadata={
+        "help": "A finetuned chargpt folder, or owner/name of one on the Hugging Face Hub (the local cache first)."})
     baseline: str | None = field(
         default=None, metadata={"help": "Predict the same place for everyone instead of running a model.",
                                 "choices": ["london"]}
@@ -105,6 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--model_card and --push_to_hub need a model folder; the London baseline has none")
     if args.abstain_below is not None and args.baseline:
         raise UsageError("--abstain_below needs a model's confidence; the London baseline has none")
+    given = args.model_name_or_path
+    args.model_name_or_path = resolve_model_path(given)  # owner/name: the Hub's copy, from the local cache first
+    if args.model_card and given != args.model_name_or_path:
+        raise UsageError(f"--model_card: {given} was read from the Hub cache; record the result in a local folder "
+                         "(its card travels with the next push)")
     records_path = args.records_path or (records_path_for(args.outputs_path) if args.outputs_path else None)
     html_path = args.html_path or (report_path_for(args.outputs_path) if args.outputs_path else None)
     outputs = {"--outputs_path": args.outputs_path, "--results_path": args.results_path,

@@ -45,6 +45,7 @@ from training import (
     parse_seeds,
     push_if_asked,
     report_done,
+    resolve_model_path,
     run_card,
     run_cli,
     seeds_card,
@@ -59,7 +60,8 @@ class FinetuneDataArguments:
     finetune_corpus_path: str = field(metadata={"help": "TSV of `question<TAB>answer` lines."})
     model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "A pretrained chargpt folder; without it the model starts from scratch. With --seeds, a "
+        metadata={"help": "A pretrained chargpt folder (or owner/name of one on the Hugging Face Hub, the local cache "
+                  "first); without it the model starts from scratch. With --seeds, a "
                   "train_pretrain.py --seeds output folder gives each seed S its own model (FOLDER/seed-S); a plain "
                   "model folder starts every seed from that one model."},
     )
@@ -159,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds)
     check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
                 stack_seeds=args.stack_seeds)
+    given = data_args.model_name_or_path
+    data_args.model_name_or_path = resolve_model_path(given)  # owner/name: the Hub's copy, from the local cache first
     pretrained = data_args.model_name_or_path is not None
     choices = answering_choices(data_args, decoding, args.preset)  # before anything is read
     if data_args.recitation_chars is not None and (not data_args.recite or data_args.recitation_chars < 1):
@@ -167,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
-    initialised_from = data_args.model_name_or_path or "scratch"
+    initialised_from = given or "scratch"
     if seeds is None:
         model, tokenizer = load_model(data_args, model_args, CharTokenizer.from_corpus(text))
     else:

@@ -19,12 +19,12 @@ import sys
 from collections.abc import Sequence
 
 from data_scripts import read_text_file
-from training import UsageError, check_chargpt_folder, run_cli
+from training import UsageError, check_chargpt_folder, resolve_model_path, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chargpt-ask", description=__doc__.split("\n")[0])
-    parser.add_argument("model", help="a finetuned chargpt model folder")
+    parser.add_argument("model", help="a finetuned chargpt model folder, or owner/name of one on the Hugging Face Hub")
     parser.add_argument("questions", nargs="*", help="'Where was NAME born?' or a name; none: read standard input")
     parser.add_argument("--wiki", help="wiki.txt: show the person's line and whether the answer is in it")
     parser.add_argument("--abstain_below", type=float, default=None,
@@ -69,6 +69,7 @@ def describe(result: dict, threshold: float | None) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.model = resolve_model_path(args.model)  # owner/name: the Hub's copy, from the local cache first
     check_chargpt_folder(args.model)  # one line for a folder that is not a model, before loading anything
     questions = list(args.questions) or [line.strip() for line in sys.stdin if line.strip()]
     if not questions:

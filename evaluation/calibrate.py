@@ -51,10 +51,13 @@ def choose_keep_threshold(right_probabilities: Sequence[float], keep_right: floa
 
 def save_calibration(folder: str | Path, calibration: dict, threshold: float | None, abstention: dict) -> None:
     """The folder's config with `calibration` and `threshold` in ``answering``, written whole (through
-    `save_pretrained` into a temporary folder, then renamed over config.json) or not at all; its card follows."""
+    `save_pretrained` into a temporary folder, then renamed over config.json) or not at all, with the pipeline's code
+    that applies them (a folder saved before carries code that would not); its card follows."""
     import os
 
-    from modeling_chargpt import CharGPTConfig
+    from transformers.dynamic_module_utils import custom_object_save
+
+    from modeling_chargpt import BirthplaceQAPipeline, CharGPTConfig
     from training.hub import note_answering
 
     saved = CharGPTConfig.from_pretrained(folder).to_dict()
@@ -63,6 +66,9 @@ def save_calibration(folder: str | Path, calibration: dict, threshold: float | N
     config = CharGPTConfig.from_dict(saved)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         config.save_pretrained(tmp)
+        custom_object_save(BirthplaceQAPipeline, tmp)  # the pipeline's code that applies the calibration
+        for code in sorted(Path(tmp).glob("*.py")):
+            os.replace(code, Path(folder) / code.name)
         os.replace(Path(tmp) / "config.json", Path(folder) / "config.json")
     note_answering(folder)
 
@@ -115,8 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     gold = list(held["answer"])
     try:
         fitted = fit_on(asked_held, gold, asked_unknown)
-    except ValueError as err:
-        raise UsageError(f"{args.holdout}: {err}") from None
+    except ValueError as err:  # not an error: a recipe that ends here keeps its hours of training
+        print(f"nothing fitted or saved: {args.holdout}: {err} (the model shows its raw probability, as before)")
+        if args.results_path:
+            atomic_write_json(args.results_path, {"command": command_line("-m evaluation.calibrate", argv),
+                                                  "calibration": None, "why_not": str(err)})
+        return 0
 
     def p(result: dict) -> float:
         return fitted.probability(name_logprob=result["name_score"], output_logprob=output_logprob(result))

@@ -155,7 +155,7 @@ def _hardware() -> str:
     """The CPU's name and the threads torch used, for the record."""
     import torch
 
-    name = platform.processor() or platform.machine()
+    name = platform.machine()  # platform.processor() would start a process (uname -p)
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -88,7 +88,9 @@ def save_threshold(folder: str, threshold: float, abstention: dict) -> None:
     at all."""
     path = Path(folder) / "config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
-    config["answering"] = {**(config.get("answering") or {}), "abstain_below": threshold, "abstention": abstention}
+    # a raw-probability threshold: a calibration saved before would read it as a calibrated one, so it goes
+    kept = {k: v for k, v in (config.get("answering") or {}).items() if k != "calibration"}
+    config["answering"] = {**kept, "abstain_below": threshold, "abstention": abstention}
     atomic_write_json(path, config)
     note_answering(folder)  # its card says so too
 

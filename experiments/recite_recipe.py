@@ -22,7 +22,10 @@ recitation rows in pretraining"):
      step 3's --keep_models; it never saw the held-out questions) answers dev, and abstention.py chooses the
      threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
      saved into the held-out model and the final model (their pipelines abstain below it) and applied to the final
-     model's dev answers.
+     model's dev answers. Then the confidence the final model shows: evaluation.calibrate fits it on the held-out
+     model's answers to the held-out questions and to --unknown_people people no line of wiki.txt mentions
+     (data_scripts.unknown_people, seed 0), and saves it with its "I don't know" threshold into the final model;
+     evaluation.known_unknown measures it on dev against as many other unknown people (seed 1).
   5. per seed, with --choose_final_questions: choose_final_questions.py decides on halves of the held-out questions
      whether the final model should be finetuned on all training questions (step 3's) or only on those pretraining
      mixed in (the held-out model); the held-out model answers dev and test, and the seed's dev and test answers
@@ -53,10 +56,13 @@ from run_experiments import StageInterrupted, check_stage_flags
 
 import evaluate_birthplace
 import recipes
+from data_scripts import unknown_people
+from evaluation import calibrate, known_unknown
 from evaluation.record_files import read_records
 from training import ModelArguments
 from training.cli import run_in_process
 from training.files import atomic_write_json
+from training.outputs import UsageError, check_not_input
 from training.presets import resolve as preset_values
 
 CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
@@ -90,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no_confidence", dest="confidence", action="store_false",
                         help="Skip step 4 (the abstention threshold chosen on the held-out questions, on dev).")
     parser.add_argument("--target_precision", type=float, default=0.8, help="Step 4's precision on the held-out.")
+    parser.add_argument("--unknown_people", type=int, default=400,
+                        help="Step 4's people no line of wiki.txt mentions: this many to fit the calibration on, as "
+                        "many others to measure it (default 400).")
     parser.add_argument("--choose_final_questions", action="store_true",
                         help="Step 5: the final model finetuned on all training questions or only on the mixed ones "
                         "(the held-out model), whichever answers more of halves of the held-out questions.")
@@ -205,15 +214,30 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                      "--final", *again,
                      *(["--keep_models"] if opts.confidence or opts.choose_final_questions else []),
                      *span_flags(opts, "--eval_extra")])
+    data = Path(opts.data_dir)
+    unknown = {name: str(Path(opts.out_dir) / f"unknown-{name}.tsv") for name in ("fit", "eval")}
+    if opts.confidence:  # people no line of wiki.txt mentions, from the training names: one set to fit, one to measure
+        make = [py, "-m", "data_scripts.unknown_people", "--wiki", str(data / "wiki.txt"), "--train",
+                str(data / "birth_places_train.tsv"), "--n", str(opts.unknown_people)]
+        cmds += [[*make, "--seed", "0", "--out", unknown["fit"]],
+                 [*make, "--seed", "1", "--avoid", unknown["fit"], "--out", unknown["eval"]]]
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         held = [py, "experiments/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--target_precision",
                 str(opts.target_precision)]
+        final = str(chosen.parent / "final-finetune")
         cmds += [answer(chosen, "dev", "birth_dev.tsv"),
                  [*held, "--dev", f"{chosen}.dev.predictions", "--out_dir", str(chosen.parent / "abstention"),
                   "--save_to", f"{chosen}-finetune"],
                  [*held, "--dev", str(chosen.parent / "final.dev.predictions"), "--out_dir",
-                  str(chosen.parent / "abstention-final"), "--save_to", str(chosen.parent / "final-finetune")]]
+                  str(chosen.parent / "abstention-final"), "--save_to", final],
+                 # the confidence the final model shows and its "I don't know" (docs/confidence.md), then measured
+                 [py, "-m", "evaluation.calibrate", "--model_name_or_path", f"{chosen}-finetune", "--holdout",
+                  str(chosen.parent / "split" / "holdout.tsv"), "--unknown", unknown["fit"], "--save_to", final,
+                  "--results_path", str(chosen.parent / "calibration.json")],
+                 [py, "-m", "evaluation.known_unknown", "--model_name_or_path", final, "--known",
+                  str(data / "birth_dev.tsv"), "--unknown", unknown["eval"], "--results_path",
+                  str(chosen.parent / "known_unknown.json")]]
     for seed in seeds if opts.choose_final_questions else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds.append([py, "experiments/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
@@ -282,6 +306,11 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
                                                    "dev": confidence["dev"].get("at_threshold"),
                                                    "file": str(abstention),
                                                    "final_dev": final_abstention(abstention)}})
+        measured = where["select"] / f"seed{seed}" / "known_unknown.json"
+        if opts.confidence and measured.is_file():  # absent from a run made before the calibration step
+            record = json.loads(measured.read_text())
+            rows[-1]["known_unknown"] = {key: record[key] for key in (
+                "known", "unknown", "auroc_shown", "auroc_name_score", "saved_setting")} | {"file": str(measured)}
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
@@ -354,8 +383,9 @@ def run_step(cmd: list[str]) -> tuple[int, bool]:
     (each would spend 7-10 s of a new interpreter importing torch and transformers), as its own process would: its
     prints on this console, its bad input as its one line; the drivers start the training processes themselves, and
     a Ctrl-C reaches those as it does from a terminal (they save a checkpoint, then the driver stops)."""
+    script = 3 if cmd[1] == "-m" else 2  # "python SCRIPT ARGS" or "python -m MODULE ARGS"
     try:
-        status = STEPS[cmd[1]](cmd[2:])
+        status = STEPS[" ".join(cmd[1:script])](cmd[script:])
     except StageInterrupted as stop:  # a training process saved its checkpoint and ended; its driver stopped
         print(stop.code, file=sys.stderr, flush=True)
         return stop.status, True
@@ -376,12 +406,19 @@ STEPS: dict[str, Callable[[Sequence[str]], int | None]] = {
     "evaluate_birthplace.py": functools.partial(run_in_process, evaluate_birthplace.main),
     "experiments/abstention.py": functools.partial(run_in_process, abstention.main),
     "experiments/choose_final_questions.py": choose_final_questions.main,
+    "-m data_scripts.unknown_people": unknown_people.main,
+    "-m evaluation.calibrate": functools.partial(run_in_process, calibrate.main),
+    "-m evaluation.known_unknown": functools.partial(run_in_process, known_unknown.main),
 }
 
 
 def main() -> None:
     opts = build_parser().parse_args()
     check(opts)
+    try:  # an output over an input: one line, before anything runs
+        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir})
+    except UsageError as err:
+        sys.exit(f"error: {err}")
     data = Path(opts.data_dir)
     for name in ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv"):
         if not (data / name).is_file() and not opts.dry_run:

@@ -29,6 +29,7 @@ from evaluation.record_files import file_lines
 from training.checkpoints import TRAINER_STATE, find_latest_checkpoint
 from training.cli import UsageError, check_flags, command_line, run_logged, run_to_end
 from training.files import atomic_write_json, atomic_write_text
+from training.outputs import check_not_input
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
@@ -300,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     opts = build_parser().parse_args(argv)
     command = command_line("experiments/run_experiments.py", argv)
     check_all_stage_flags(opts)
+    try:  # an output over an input: one line, before anything runs
+        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir})
+    except UsageError as err:
+        sys.exit(f"error: {err}")
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     recipe = ["--preset", opts.recipe]  # every stage: recipes/NAME.yaml

@@ -30,6 +30,7 @@ import evaluate_birthplace
 from data_scripts import DataFileError, load_qa_tsv
 from training.cli import command_line
 from training.files import atomic_write_json
+from training.outputs import UsageError, check_not_input
 
 
 def shuffled(n: int, seed: int) -> list[int]:
@@ -128,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = build_parser().parse_args(argv)
+    try:  # an output over an input: one line, before anything runs
+        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir,
+                                                      "--model_name_or_path": opts.model_name_or_path})
+    except UsageError as err:
+        sys.exit(f"error: {err}")
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     if opts.split_only:
         train_part, held_part = split_questions(data / "birth_places_train.tsv", opts.holdout, opts.split_seed,

@@ -705,8 +705,14 @@ def test_recite_recipe_reports_a_bad_training_question_from_its_split_step(tmp_p
                                                          "--holdout", "5", "--threads", "1"])
     printed = capsys.readouterr()
     assert status == 1 and launched == []
-    assert f"error: {train}:3:" in printed.err and "error: step 1 of 6 failed (exit status 1)" in printed.err
+    assert f"error: {train}:3:" in printed.err and "error: step 1 of 10 failed (exit status 1)" in printed.err
     assert not (tmp_path / "r" / "split" / "split" / "train.tsv").exists()
+
+
+def _step(line: str) -> str:
+    """The script of a planned step: "experiments/x.py", or "-m MODULE"."""
+    words = shlex.split(line)
+    return " ".join(words[1:3]) if words[1] == "-m" else words[1]
 
 
 def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_path, monkeypatch, capfd):
@@ -717,12 +723,15 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     # their summary are checked below without running them again (each seed is four trainings and five evaluations).
     cmd = [sys.executable, "experiments/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
-           "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2"]
+           "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2",
+           "--unknown_people", "12"]
     assert run_script(cmd[1], [*cmd[2:], "--dry_run"]) == 0
     planned = capfd.readouterr().out.splitlines()
-    assert [line.split()[1] for line in planned] == [
+    assert [_step(line) for line in planned] == [
         "experiments/select_finetune_lr.py", "experiments/run_experiments.py", "experiments/select_finetune_lr.py",
-        "evaluate_birthplace.py", "experiments/abstention.py", "experiments/abstention.py"]
+        "-m data_scripts.unknown_people", "-m data_scripts.unknown_people", "evaluate_birthplace.py",
+        "experiments/abstention.py", "experiments/abstention.py", "-m evaluation.calibrate",
+        "-m evaluation.known_unknown"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
     launched, processes = stages_in_process(monkeypatch), _record_processes(monkeypatch)
@@ -773,10 +782,20 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         assert final["threshold"] == found["threshold"]
         assert final["dev"]["predictions"].endswith("final.dev.predictions")
         assert row["abstention"]["final_dev"] == final["dev"].get("at_threshold")
+        # then the calibration fitted on the held-out model's answers replaces the final model's threshold where it
+        # could be fitted (both right and wrong held-out answers), and the final model is scored on unknown people
+        calibration = json.loads((out / "select" / f"seed{row['seed']}" / "calibration.json").read_text())
+        measured = json.loads((out / "select" / f"seed{row['seed']}" / "known_unknown.json").read_text())
+        assert measured["unknown"]["questions"] == 12 and measured["known"]["questions"] == 20
+        assert row["known_unknown"]["unknown"] == measured["unknown"]
         for model in ("lr0.001-finetune", "final-finetune"):
             config = json.loads((out / "select" / f"seed{row['seed']}" / model / "config.json").read_text())
             saved = config["answering"]
-            assert saved["abstain_below"] == found["threshold"] and config["answer_format"] == "recite"
+            threshold = calibration.get("abstain_below", found["threshold"]) if model == "final-finetune" and \
+                calibration["calibration"] else found["threshold"]
+            assert saved["abstain_below"] == threshold and config["answer_format"] == "recite"
+            assert (saved.get("calibration") is not None) == (model == "final-finetune" and bool(
+                calibration["calibration"]))
             assert saved["answer_from_recitation"] is False  # this run's evaluations took no spans
             if found["threshold"] is not None:
                 assert saved["abstention"]["holdout"].endswith("lr0.001.holdout.predictions")
@@ -796,7 +815,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
         return line.replace("seed1", f"seed{seed}").replace("--seed 1", f"--seed {seed}")
 
     assert two == [planned[0], planned[1].replace("--seeds 1", "--seeds 0,1"), as_seed(planned[2], 0), planned[2],
-                   *(as_seed(line, 0) for line in planned[3:]), *planned[3:]]
+                   *planned[3:5], *(as_seed(line, 0) for line in planned[5:]), *planned[5:]]
     row = summary["seeds"][0]
     both = recipe.table({**summary, "seeds": [{**row, "seed": 0}, row], "dev_mean": 12.5, "dev_std": 3.5})
     assert both.count(f"({row['dev_correct']}/20)") == 2 and both.endswith("dev, recite then answer: 12.5% ± 3.5")
@@ -805,7 +824,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     spans = plan("--answer_from_recitation")  # every reciting evaluation
     # split and pretraining (with its plain finetuning) as before; the selection passes the flag to every evaluation;
     # step 4's held-out model answers dev with it; abstention.py reads what it wrote
-    flag = {2: " --eval_extra '--answer_from_recitation True'", 3: " --answer_from_recitation True"}
+    flag = {2: " --eval_extra '--answer_from_recitation True'", 5: " --answer_from_recitation True"}
     # and every reciting model is finetuned to save that choice (its pipeline answers the same way)
     saving = "--recite True --answer_from_recitation True"
     assert spans == [line.replace("--recite True", saving) + flag.get(i, "") for i, line in enumerate(planned)]
@@ -816,7 +835,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     select = out / "select" / "seed1"
     choose, test = chosen[len(planned):]
     # every step any plan holds has its script's main to run in the recipe's process
-    assert {shlex.split(line)[1] for line in [*chosen, *spans]} == set(recipe.STEPS)
+    assert {_step(line) for line in [*chosen, *spans]} == set(recipe.STEPS)
     assert choose.startswith(f"python experiments/choose_final_questions.py --select_dir {select} --data_dir {world}")
     assert test.startswith(f"python evaluate_birthplace.py --model_name_or_path {select}/CHOSEN-finetune")
     assert f"--eval_corpus_path {world / 'birth_test_inputs.tsv'}" in test

@@ -135,3 +135,56 @@ def test_the_card_says_how_the_model_answers():
     assert once == "# t\n\n## How it answers\n\nfirst\n\n## Evaluation\n\n- x\n"
     assert _with_section(once, ANSWERS, "second") == once.replace("first", "second")
     assert _with_section("# t", ANSWERS, "body") == "# t\n\n## How it answers\n\nbody\n"
+
+
+def test_a_shared_model_loads_by_its_name_from_the_hub_cache_offline(hub, tmp_path):
+    """owner/name on the scripts, chargpt-ask and pipeline(...) resolves as transformers does: through the local
+    cache laid out as the Hub client writes it, with HF_HUB_OFFLINE=1; the pushed card names that repo."""
+    import os
+    import subprocess
+    import sys
+
+    from training.hub import push_folder
+
+    hub, _ = hub
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=2)
+    out = tmp_path / "tiny"
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "2",
+            "--per_device_train_batch_size", "4"]
+    assert run_cli(train_finetune.main, argv) == 0
+    push_folder(out, "me/tiny")
+    card = ModelCard.load(hub / "me" / "tiny" / "README.md")
+    assert card.data.pipeline_tag == "question-answering"
+    assert 'pipeline(model="me/tiny", trust_remote_code=True)' in card.text and "THIS_FOLDER" not in card.text
+    # the cache: models--OWNER--NAME/refs/main names a snapshot folder holding the repository's files
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    cache = tmp_path / "cache"
+    shutil.copytree(hub / "me" / "tiny", cache / "models--me--tiny" / "snapshots" / commit)
+    (cache / "models--me--tiny" / "refs").mkdir()
+    (cache / "models--me--tiny" / "refs" / "main").write_text(commit)
+    question = (world / "birth_dev.tsv").read_text(encoding="utf-8").splitlines()[0].split("\t")[0]
+    script = f"""
+import json, sys
+from training import run_cli
+import evaluate_birthplace
+from evaluation import ask
+status = [run_cli(evaluate_birthplace.main, ["--model_name_or_path", "me/tiny", "--eval_corpus_path",
+                                            {str(world / "birth_dev.tsv")!r},
+                                            "--outputs_path", {str(tmp_path / "p")!r}]),
+          run_cli(ask.main, ["me/tiny", {question!r}]), run_cli(ask.main, ["me/none", {question!r}])]
+from transformers import pipeline
+answer = pipeline(model="me/tiny", trust_remote_code=True)({question!r})["answer"]
+print(json.dumps({{"status": status, "answer": answer}}))
+"""
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    local = pipeline(TASK, model=str(out), pipeline_class=BirthplaceQAPipeline, device="cpu")(question)["answer"]
+    assert found["status"] == [0, 0, 1] and found["answer"] == local
+    assert (tmp_path / "p").read_text(encoding="utf-8").splitlines()[0] == local
+    assert f"{question}  ->  " in done.stdout
+    assert "error: me/none: no such folder, and not a Hub model that can be had here" in done.stderr

@@ -253,3 +253,28 @@ def test_evaluate_refuses_an_output_inside_the_model_folder(calibrated, world, c
     assert run_cli(evaluate_birthplace.main, argv) == 1
     assert "is inside --model_name_or_path" in capsys.readouterr().err
     assert not (calibrated / "dev.predictions").exists()
+
+
+def test_a_training_run_refuses_an_output_dir_inside_the_model_it_reads(calibrated, world, capsys):  # noqa: F811
+    import train_finetune
+
+    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--model_name_or_path", str(calibrated), "--output_dir",
+            str(calibrated / "again"), "--max_steps", "1"]
+    assert run_cli(train_finetune.main, argv) == 1
+    assert f"--output_dir {calibrated / 'again'} is inside --model_name_or_path" in capsys.readouterr().err
+    assert not (calibrated / "again").exists()
+    argv[argv.index("--output_dir") + 1] = str(world / "wiki.txt")
+    assert run_cli(train_finetune.main, argv) == 1
+    assert "is --pretrain_corpus_path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("driver", ["run_experiments", "select_finetune_lr"])
+def test_the_lab_drivers_refuse_an_out_dir_that_is_their_data(driver, world, monkeypatch, capsys):  # noqa: F811
+    import importlib
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "experiments"))
+    module = importlib.import_module(driver)
+    with pytest.raises(SystemExit, match=f"error: --out_dir {world} is --data_dir"):
+        module.main(["--data_dir", str(world), "--out_dir", str(world), "--split_only"]
+                    if driver == "select_finetune_lr" else ["--data_dir", str(world), "--out_dir", str(world)])

@@ -25,7 +25,7 @@ _EXPORTS = {
     "loop": ["build_optimizer", "make_accelerator", "train"],
     "outputs": ["check_not_input", "check_output_dir", "check_output_file"],
     "precision": ["cpu_has_fast_bf16", "resolve_precision"],
-    "pretrained": ["check_chargpt_folder", "load_chargpt"],
+    "pretrained": ["check_chargpt_folder", "load_chargpt", "resolve_model_path"],
     "reporting": ["report_done", "run_card"],
     "schedule": ["TokenCosineSchedule"],
     "seeds": ["SeedBatches", "SeedStack", "check_seeds", "device_batches", "parse_seeds", "seeds_card"],
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .loop import build_optimizer, make_accelerator, train
     from .outputs import check_not_input, check_output_dir, check_output_file
     from .precision import cpu_has_fast_bf16, resolve_precision
-    from .pretrained import check_chargpt_folder, load_chargpt
+    from .pretrained import check_chargpt_folder, load_chargpt, resolve_model_path
     from .reporting import report_done, run_card
     from .schedule import TokenCosineSchedule
     from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds, seeds_card
@@ -98,6 +98,7 @@ __all__ = [
     "seeds_card",
     "replace_folder",
     "report_done",
+    "resolve_model_path",
     "resolve_precision",
     "run_card",
     "run_cli",

@@ -111,8 +111,20 @@ def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stag
     """The parser's dataclasses from what the user gave; with a `stage`, what they left unset comes from that stage's
     defaults and `--preset` (`training.presets.resolve`)."""
     given = given_args(parser, argv)
-    return parser.parse_dict(given if stage is None else
-                             resolve(stage, given, parser.get_default("position_embedding_type")))
+    parsed = parser.parse_dict(given if stage is None else
+                               resolve(stage, given, parser.get_default("position_embedding_type")))
+    _outputs_apart(parsed)
+    return parsed
+
+
+def _outputs_apart(parsed: Sequence[Any]) -> None:
+    """Refuse an --output_dir that is, or is inside, one of the run's inputs (a corpus, the model it reads)."""
+    from .outputs import check_not_input
+
+    values = {f"--{name}": value for obj in parsed for name, value in vars(obj).items()}
+    inputs = {flag: value for flag, value in values.items() if isinstance(value, str) and (
+        flag.endswith("_corpus_path") or flag == "--model_name_or_path")}
+    check_not_input({"--output_dir": values.get("--output_dir")}, inputs)
 
 
 def check_flags(parser: HfArgumentParser, argv: Sequence[str], stage: str | None, what: str) -> None:

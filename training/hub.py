@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ ANSWERS = "## How it answers"
 RULES = {"skip_name_words": "never a word of the asked name", "first_of_pair": 'of "Perth, Scotland", Perth',
          "birth_before_death": "the place before a death date"}  # answering.py's span rules, for a reader
 TAGS = ["chargpt", "cs224n", "character-level", "birthplace-qa"]
+PIPELINE_TAG = "question-answering"  # what the model does, among the Hub's tags (its own task is birthplace-qa)
 # What a model folder holds besides the model: resumable state, logs, snapshots and temporary folders stay local
 NOT_PUSHED = ["checkpoints/*", "runs/*", "epoch-*/*", ".tmp*", "*.tmp"]
 USAGE = """A character-level GPT from the chargpt project (the CS224N pretraining and birthplace assignment).
@@ -38,7 +40,8 @@ Or load it with `import modeling_chargpt` then `AutoModelForCausalLM.from_pretra
 def write_model_card(path: str | os.PathLike, info: dict[str, Any]) -> None:
     """README.md of a trained model: metadata through `ModelCardData`, then what was trained, on what, with which
     hyper-parameters and how it ended (a table of `info`). An evaluation adds its result later (`add_eval_result`)."""
-    data = ModelCardData(library_name="transformers", tags=TAGS, model_name=info.get("title", "chargpt model"))
+    data = ModelCardData(library_name="transformers", tags=TAGS, model_name=info.get("title", "chargpt model"),
+                         pipeline_tag=PIPELINE_TAG)
     rows = "\n".join(f"| {k} | {v} |" for k, v in info.items() if k != "title")
     body = (f"# {info.get('title', 'chargpt model')}\n\n{USAGE}\n"
             f"| field | value |\n| --- | --- |\n{rows}\n")
@@ -62,7 +65,20 @@ def describe_answering(config: dict[str, Any]) -> str:
     else:
         how = f"It recites the person's line, then names the place after {recitation}."
     threshold, chosen = answering.get("abstain_below"), answering.get("abstention") or {}
-    if threshold is None:
+    fitted = (answering.get("calibration") or {}).get("fitted_on") or {}
+    if answering.get("calibration"):
+        how += (" Its confidence is the probability that the answer is right, from how familiar the name is and how "
+                "probable its output, fitted on held-out training questions"
+                + (f" and {fitted['unknown_questions']} people it never read" if "unknown_questions" in fitted
+                   else "") + ".")
+    if threshold is not None and chosen.get("rule") == "keep_right":
+        kept, unknown = chosen.get("holdout_right_kept"), chosen.get("unknown_questions")
+        abstains = (f'Below a confidence of {threshold:.3g} it says "I don\'t know", a threshold that kept '
+                    f"{100 * chosen['keep_right']:g}% of the held-out right answers"
+                    + (f" ({100 * kept:.1f}% there)" if kept is not None else "")
+                    + (f" and answered {chosen['unknown_answered']} of {unknown} people it never read" if unknown
+                       else "") + ".")
+    elif threshold is None:
         abstains = "It answers every question: no abstention threshold is saved."
     else:
         abstains = f'Below a confidence of {threshold:.3g} it says "I don\'t know"'
@@ -127,10 +143,23 @@ def add_eval_result(folder: str | os.PathLike, accuracy: float, dataset: str, co
     atomic_write_text(path, card.content)  # the card whole, or the old one
 
 
+def _card_for_repo(folder: str | os.PathLike, repo_id: str) -> None:
+    """The card's example names the repository it is pushed to, and the card carries a pipeline tag."""
+    path = Path(folder) / CARD
+    if not path.is_file():
+        return
+    card = ModelCard.load(path)
+    card.data.pipeline_tag = PIPELINE_TAG
+    card.text = re.sub(r'pipeline\(model="[^"]*", trust_remote_code=True\)',
+                       f'pipeline(model="{repo_id}", trust_remote_code=True)', card.text)
+    atomic_write_text(path, card.content)
+
+
 def push_folder(folder: str | os.PathLike, repo_id: str | None, private: bool | None = None) -> str:
     """Upload a model folder to `repo_id` (default: the folder's name), creating the repository if needed; the
     model's files only (`NOT_PUSHED` stay local). Returns the repository's address."""
     repo_id = repo_id or Path(folder).resolve().name
+    _card_for_repo(folder, repo_id)
     api = HfApi()
     try:
         url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")

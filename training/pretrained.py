@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +153,22 @@ def load_chargpt(
     if config_overrides:
         logger.info("config of %s overridden with %s", folder, config_overrides)
     return model, tokenizer
+
+
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as the Hub spells a model repository
+
+
+def resolve_model_path(name: str | os.PathLike | None) -> str | None:
+    """Where a model given by `name` lies on this machine: a local path as it is; an ``owner/name`` that is no local
+    path, the snapshot of that Hub repository, as transformers finds it (the local cache first; with
+    HF_HUB_OFFLINE=1 the cache only). One line where it cannot be had."""
+    if name is None or Path(name).exists() or not _REPO_ID.fullmatch(str(name)):
+        return None if name is None else str(name)
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id=str(name), repo_type="model")
+    except Exception as err:  # offline and not cached, no such repository, no access: one line
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise DataFileError(name, None, f"no such folder, and not a Hub model that can be had here "
+                                        f"({type(err).__name__}: {first})") from None
