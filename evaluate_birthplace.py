@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -118,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                "--records_path": records_path, "--html_path": html_path}
     for flag, path in outputs.items():
         check_output_file(path, flag)  # before the decoding, not after it
-    check_not_input(outputs, {"--eval_corpus_path": args.eval_corpus_path, "--wiki_path": args.wiki_path,
+    beside = str(Path(args.eval_corpus_path).with_name("wiki.txt"))  # the wiki.txt read when none is given
+    check_not_input(outputs, {"--eval_corpus_path": args.eval_corpus_path, "--wiki_path": args.wiki_path or beside,
                               "--model_name_or_path": args.model_name_or_path})
     analyse = bool(records_path or html_path or args.abstain_below or args.abstain_ungrounded)
     qa = load_qa_tsv(args.eval_corpus_path, require_answer=False)

@@ -278,3 +278,13 @@ def test_the_lab_drivers_refuse_an_out_dir_that_is_their_data(driver, world, mon
     with pytest.raises(SystemExit, match=f"error: --out_dir {world} is --data_dir"):
         module.main(["--data_dir", str(world), "--out_dir", str(world), "--split_only"]
                     if driver == "select_finetune_lr" else ["--data_dir", str(world), "--out_dir", str(world)])
+
+
+def test_evaluate_refuses_to_write_over_the_wiki_it_finds_beside_the_questions(world, tmp_path, capsys):  # noqa: F811
+    (tmp_path / "dev.tsv").write_bytes((world / "birth_dev.tsv").read_bytes())
+    wiki = tmp_path / "wiki.txt"
+    wiki.write_bytes((world / "wiki.txt").read_bytes())
+    argv = ["--baseline", "london", "--eval_corpus_path", str(tmp_path / "dev.tsv"), "--html_path", str(wiki)]
+    assert run_cli(evaluate_birthplace.main, argv) == 1
+    assert f"--html_path {wiki} is --wiki_path" in capsys.readouterr().err
+    assert wiki.read_bytes() == (world / "wiki.txt").read_bytes()
