@@ -8,9 +8,10 @@ model answers dev; UNKNOWN.tsv asks about people no corpus line mentions (`pytho
 Dev is never read. Each question's two signals (`modeling_chargpt.calibration`: the name's familiarity and the
 probability of the whole output) and whether its answer was right (an unknown person's never is) fit a logistic
 regression, the probability that an answer is right. The threshold is the highest that still gives `--keep_right`
-of the held-out right answers; unknown people fall below it when the name tells them apart. Both go into each
-`--save_to` folder's config (``answering``: ``calibration``, ``abstain_below`` and where they came from), through
-`save_pretrained`, so the pipeline, `chargpt-ask` and `evaluate_birthplace.py` use them with no flag.
+of the held-out right answers, raised where needed until `--refuse_unknown` of the unknown people fall below it.
+Both go into each `--save_to` folder's config (``answering``: ``calibration``, ``abstain_below`` and where they
+came from), through `save_pretrained`, so the pipeline, `chargpt-ask` and `evaluate_birthplace.py` use them with no
+flag.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["choose_keep_threshold", "fit_on", "save_calibration"]
+__all__ = ["choose_keep_threshold", "fit_on", "refused_share", "refusing_threshold", "save_calibration"]
 
 
 def output_logprob(result: dict) -> float:
@@ -47,6 +48,19 @@ def choose_keep_threshold(right_probabilities: Sequence[float], keep_right: floa
         return None
     kept = max(1, math.ceil(keep_right * len(ranked)))
     return min(max(ranked[kept - 1], 1e-12), 1 - 1e-12)  # abstain_below lies strictly inside (0, 1)
+
+
+def refused_share(unknown_probabilities: Sequence[float], threshold: float) -> float:
+    """The share of unknown people a threshold says "I don't know" to."""
+    return sum(p < threshold for p in unknown_probabilities) / len(unknown_probabilities) if unknown_probabilities \
+        else 1.0
+
+
+def refusing_threshold(unknown_probabilities: Sequence[float], share: float) -> float:
+    """The lowest threshold that says "I don't know" to at least `share` of the unknown people."""
+    ranked = sorted(unknown_probabilities)
+    k = min(len(ranked) - 1, math.ceil(share * len(ranked)) - 1)  # the k+1 lowest must fall below it
+    return min(max(math.nextafter(ranked[k], 1.0), 1e-12), 1 - 1e-12)
 
 
 def save_calibration(folder: str | Path, calibration: dict, threshold: float | None, abstention: dict) -> None:
@@ -85,6 +99,9 @@ def build_parser():
                         help="finetuned model folders that answer with this calibration and threshold")
     parser.add_argument("--keep_right", type=float, default=0.95,
                         help="the threshold keeps this share of the held-out right answers (default 0.95)")
+    parser.add_argument("--refuse_unknown", type=float, default=0.9,
+                        help="the threshold rises where needed so that at least this share of the unknown people "
+                        "get \"I don't know\" (default 0.9)")
     parser.add_argument("--results_path", help="write what was fitted and measured here (JSON)")
     parser.add_argument("--batch_size", type=int, default=128)
     return parser
@@ -104,8 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .known_unknown import ask_all
 
-    if not 0 < args.keep_right <= 1:
-        raise UsageError(f"--keep_right {args.keep_right}: a share in (0, 1]")
+    for flag, share in (("--keep_right", args.keep_right), ("--refuse_unknown", args.refuse_unknown)):
+        if not 0 <= share <= 1 or (flag == "--keep_right" and share == 0):
+            raise UsageError(f"{flag} {share}: a share in {'(0, 1]' if flag == '--keep_right' else '[0, 1]'}")
     check_not_input({"--results_path": args.results_path},
                     {"--holdout": args.holdout, "--unknown": args.unknown, **{
                         f"--model_name_or_path/--save_to {i}": f for i, f in
@@ -133,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     right = [r["answer"] == g for r, g in zip(asked_held, gold, strict=True)]
     threshold = choose_keep_threshold([p(r) for r, c in zip(asked_held, right, strict=True) if c], args.keep_right)
+    raised = threshold is not None and refused_share([p(r) for r in asked_unknown], threshold) < args.refuse_unknown
+    if raised:  # the unknown people win: answering strangers is worse than missing some right answers
+        threshold = refusing_threshold([p(r) for r in asked_unknown], args.refuse_unknown)
     answered = [p(r) >= threshold for r in asked_held] if threshold is not None else [True] * len(asked_held)
     n_answered = sum(answered)
     n_right = sum(a and c for a, c in zip(answered, right, strict=True))
@@ -147,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({n_right} right, {100 * measured['holdout_right_kept']:.1f}% of the right ones)"
           if threshold is not None else "held-out: no right answer, no threshold")
     print(f"unknown people: {unknown_answered}/{len(asked_unknown)} answered at that threshold")
-    abstention = {"rule": "keep_right", "keep_right": args.keep_right, **measured}
+    abstention = {"rule": "keep_right", "keep_right": args.keep_right, "refuse_unknown": args.refuse_unknown,
+                  "raised_for_unknown": raised, **measured}
     for folder in args.save_to:
         save_calibration(folder, calibration, threshold, abstention)
         print(f"saved into {folder}/config.json")

@@ -112,6 +112,8 @@ def build_parser():
                         "(python -m data_scripts.unknown_people)")
     parser.add_argument("--results_path", help="write the record (JSON) here")
     parser.add_argument("--label", default="", help="a name for the record")
+    parser.add_argument("--reliability_plot", help="draw the reliability of the confidence shown on the known "
+                        "people here (PNG)")
     parser.add_argument("--batch_size", type=int, default=128)
     return parser
 
@@ -127,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from training.files import atomic_write_json
     from training.outputs import check_not_input
 
-    check_not_input({"--results_path": args.results_path},
+    check_not_input({"--results_path": args.results_path, "--reliability_plot": args.reliability_plot},
                     {"--model_name_or_path": args.model_name_or_path, "--known": args.known, "--unknown": args.unknown})
     check_chargpt_folder(args.model_name_or_path)
     known = load_qa_tsv(args.known)
@@ -138,6 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     asked_unknown = ask_all(model, tokenizer, list(unknown["question"]), args.batch_size)
     summary = known_unknown_summary(asked_known, list(known["answer"]), asked_unknown)
     print("\n".join(describe(summary)))
+    if args.reliability_plot:
+        from .confidence import plot_reliability
+
+        right = [r["answer"] == g for r, g in zip(asked_known, known["answer"], strict=True)]
+        plot_reliability([(shown(r), c) for r, c in zip(asked_known, right, strict=True)], args.reliability_plot,
+                         label=args.label or "known people, the confidence shown")
     if args.results_path:
         atomic_write_json(args.results_path, {
             "label": args.label, "model": args.model_name_or_path, "known_questions": args.known,

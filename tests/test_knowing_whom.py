@@ -15,7 +15,7 @@ import evaluate_birthplace
 from data_scripts.unknown_people import invented_names, other_world_names, recombined_names, unknown_questions
 from data_scripts.unknown_people import main as unknown_main
 from evaluation import ask as ask_cli
-from evaluation.calibrate import choose_keep_threshold, save_calibration
+from evaluation.calibrate import choose_keep_threshold, refused_share, refusing_threshold, save_calibration
 from evaluation.known_unknown import auroc, known_unknown_summary
 from modeling_chargpt import TASK, BirthplaceQAPipeline
 from modeling_chargpt.answering import AnsweringSettings, QuestionError, name_casings, typed_question
@@ -156,6 +156,14 @@ def test_the_threshold_keeps_the_share_of_right_answers_asked_for():
     assert sum(p >= kept for p in probabilities) / len(probabilities) >= 0.73
 
 
+def test_the_unknown_people_can_raise_the_threshold():
+    unknown = [0.01, 0.02, 0.3, 0.6, 0.05, 0.04, 0.03, 0.02, 0.01, 0.2]
+    assert refused_share(unknown, 0.25) == 0.8
+    raised = refusing_threshold(unknown, 0.9)
+    assert refused_share(unknown, raised) >= 0.9 and raised <= 0.6 + 1e-9 and raised > 0.3
+    assert refused_share(unknown, refusing_threshold(unknown, 1.0)) == 1.0
+
+
 def test_the_known_unknown_summary_counts_what_a_person_sees():
     def result(answer, abstained, confidence, name):
         return {"answer": answer, "abstained": abstained, "confidence": confidence, "probability": 0.9,
@@ -288,3 +296,23 @@ def test_evaluate_refuses_to_write_over_the_wiki_it_finds_beside_the_questions(w
     assert run_cli(evaluate_birthplace.main, argv) == 1
     assert f"--html_path {wiki} is --wiki_path" in capsys.readouterr().err
     assert wiki.read_bytes() == (world / "wiki.txt").read_bytes()
+
+
+def test_the_known_unknown_command_writes_its_record_and_plot(calibrated, world, tmp_path, capsys):  # noqa: F811
+    from evaluation import known_unknown
+
+    unknown = tmp_path / "unknown.tsv"
+    assert unknown_main(["--wiki", str(world / "wiki.txt"), "--train", str(world / "birth_places_train.tsv"),
+                         "--out", str(unknown), "--n", "8", "--kinds", "other_world", "--world_seed", "4"]) == 0
+    argv = ["--model_name_or_path", str(calibrated), "--known", str(world / "birth_dev.tsv"), "--unknown",
+            str(unknown), "--results_path", str(tmp_path / "r.json"), "--reliability_plot", str(tmp_path / "r.png")]
+    assert run_cli(known_unknown.main, argv) == 0
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["unknown"]["questions"] == 8 and record["known"]["questions"] == 10
+    assert record["known"]["calibrated"] is True and record["saved_setting"]["abstain_below"] == 0.5
+    assert record["command"].startswith("python -m evaluation.known_unknown --model_name_or_path")
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert "AUROC known vs unknown" in capsys.readouterr().out
+    argv[argv.index("--results_path") + 1] = str(unknown)
+    assert run_cli(known_unknown.main, argv) == 1
+    assert "--results_path" in capsys.readouterr().err and len(unknown.read_text().splitlines()) == 8
