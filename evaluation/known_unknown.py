@@ -95,10 +95,10 @@ def describe(summary: dict[str, Any]) -> list[str]:
         f"still given {pct(known['right_kept'])}; ECE of the confidence shown {known['ece_shown']:.3f}",
         f"unknown people: {unknown['answered']}/{unknown['questions']} answered, \"I don't know\" to "
         f"{pct(unknown['dont_know_share'])}",
-        "AUROC known vs unknown: confidence shown " + " , ".join(
+        "AUROC known vs unknown: " + ", ".join(
             f"{label} {'—' if summary[key] is None else format(summary[key], '.3f')}" for label, key in (
-                ("", "auroc_shown"), ("raw probability", "auroc_raw_probability"),
-                ("name familiarity", "auroc_name_score"))).lstrip(" ,"),
+                ("confidence shown", "auroc_shown"), ("raw probability", "auroc_raw_probability"),
+                ("name familiarity", "auroc_name_score"))),
     ]
 
 

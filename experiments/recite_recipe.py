@@ -415,14 +415,14 @@ STEPS: dict[str, Callable[[Sequence[str]], int | None]] = {
 def main() -> None:
     opts = build_parser().parse_args()
     check(opts)
-    try:  # an output over an input: one line, before anything runs
-        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir})
-    except UsageError as err:
-        sys.exit(f"error: {err}")
     data = Path(opts.data_dir)
     for name in ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv"):
         if not (data / name).is_file() and not opts.dry_run:
             sys.exit(f"error: --data_dir {data}: {name} is missing")
+    try:  # an output over an input: one line, before anything runs
+        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir}, inside=False)
+    except UsageError as err:
+        sys.exit(f"error: {err}")
     cmds = commands(opts)
     if opts.dry_run:
         print("\n".join(shlex.join(c) for c in cmds))

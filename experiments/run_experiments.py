@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     command = command_line("experiments/run_experiments.py", argv)
     check_all_stage_flags(opts)
     try:  # an output over an input: one line, before anything runs
-        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir})
+        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir}, inside=False)
     except UsageError as err:
         sys.exit(f"error: {err}")
     data, out = Path(opts.data_dir), Path(opts.out_dir)

@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     opts = build_parser().parse_args(argv)
     try:  # an output over an input: one line, before anything runs
-        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir,
-                                                      "--model_name_or_path": opts.model_name_or_path})
+        check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir}, inside=False)
+        check_not_input({"--out_dir": opts.out_dir}, {"--model_name_or_path": opts.model_name_or_path})
     except UsageError as err:
         sys.exit(f"error: {err}")
     data, out = Path(opts.data_dir), Path(opts.out_dir)

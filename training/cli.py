@@ -22,6 +22,7 @@ from transformers.utils import logging
 from data_scripts.textfiles import DataFileError
 
 from .errors import TrainingDivergedError, UsageError
+from .outputs import check_not_input
 from .presets import resolve
 
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -119,8 +120,6 @@ def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stag
 
 def _outputs_apart(parsed: Sequence[Any]) -> None:
     """Refuse an --output_dir that is, or is inside, one of the run's inputs (a corpus, the model it reads)."""
-    from .outputs import check_not_input
-
     values = {f"--{name}": value for obj in parsed for name, value in vars(obj).items()}
     inputs = {flag: value for flag, value in values.items() if isinstance(value, str) and (
         flag.endswith("_corpus_path") or flag == "--model_name_or_path")}

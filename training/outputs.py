@@ -51,10 +51,11 @@ def check_output_file(path: str | None, flag: str) -> None:
     _writable_ancestor(Path(path).parent, flag, Path(path))
 
 
-def check_not_input(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
+def check_not_input(outputs: dict[str, str | None], inputs: dict[str, str | None], inside: bool = True) -> None:
     """Refuse, in one line and before anything runs, an output (flag -> path) that is one of the inputs (flag ->
     path: a corpus, the model folder read) or lies inside one: a predictions file written over its questions file
-    would lose the gold answers, a model saved inside the folder it reads would change what it reads."""
+    would lose the gold answers, a model saved inside the folder it reads would change what it reads. With
+    `inside=False` only the same path is refused (a folder of corpora may hold a run's outputs beside them)."""
     for out_flag, out in outputs.items():
         if out is None:
             continue
@@ -63,7 +64,7 @@ def check_not_input(outputs: dict[str, str | None], inputs: dict[str, str | None
             if given is None:
                 continue
             source = Path(given).resolve()
-            if target == source or source in target.parents:
+            if target == source or (inside and source in target.parents):
                 where = "is" if target == source else "is inside"
                 raise UsageError(f"{out_flag} {out} {where} {in_flag} {given}: the output would overwrite what it "
                                  "reads; choose another path")

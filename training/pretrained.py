@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import snapshot_download
 from safetensors import SafetensorError, safe_open
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, logging
 
@@ -164,8 +165,6 @@ def resolve_model_path(name: str | os.PathLike | None) -> str | None:
     HF_HUB_OFFLINE=1 the cache only). One line where it cannot be had."""
     if name is None or Path(name).exists() or not _REPO_ID.fullmatch(str(name)):
         return None if name is None else str(name)
-    from huggingface_hub import snapshot_download
-
     try:
         return snapshot_download(repo_id=str(name), repo_type="model")
     except Exception as err:  # offline and not cached, no such repository, no access: one line
