@@ -72,7 +72,8 @@ class EvalArguments:
         "help": "wiki.txt, to tell grounded answers from made-up ones; default: wiki.txt beside --eval_corpus_path."})
     abstain_below: float | None = field(default=None, metadata={
         "help": "Answer nothing (an empty prediction) where the answer's probability (a reciting model's: of its "
-                "recitation and answer together) is below this, in (0, 1)."})
+                "recitation and answer together; a calibrated model's: that the answer is right) is below this, in "
+                "(0, 1)."})
     abstain_ungrounded: bool = field(default=False, metadata={
         "help": "Answer nothing where the answer does not occur in the person's wiki.txt line (needs wiki.txt)."})
     model_card: bool = field(default=False, metadata={

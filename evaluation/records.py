@@ -76,7 +76,8 @@ def build_records(
     `abstain_ungrounded`, where it does not occur in the person's wiki.txt lines (one that cannot be checked, with
     no wiki or another kind of question, is given). `signals` (from the pipeline, per question: ``name_score``, the
     name's familiarity, and ``right_probability``, the calibrated probability that the answer is right, None for a
-    model saved without a calibration) are kept in each record as they are.
+    model saved without a calibration) are kept in each record as they are; `abstain_below` then applies to the
+    calibrated probability, as the pipeline's threshold does.
     """
     records = []
     for i, (question, gold_place, answer) in enumerate(zip(questions, gold, answers, strict=True)):
@@ -86,7 +87,9 @@ def build_records(
             score = score.after(recited)
         confidence = score.confidence if score is not None else None
         grounding = _grounding(question, gold_place, answer, wiki)
-        abstained = (abstain_below is not None and confidence is not None and confidence < abstain_below) or (
+        calibrated = signals[i].get("right_probability") if signals is not None else None
+        sure = calibrated if calibrated is not None else confidence  # what the pipeline abstains on
+        abstained = (abstain_below is not None and sure is not None and sure < abstain_below) or (
             abstain_ungrounded and grounding["grounded"] is False)
         record: dict[str, Any] = {
             "line": i + 1, "question": question, "gold": gold_place or None, "answer": answer,

@@ -238,6 +238,13 @@ def test_evaluate_records_keep_the_signals(calibrated, world, tmp_path):  # noqa
                                              str(world / "birth_dev.tsv"), "--outputs_path", str(out)]) == 0
     records = [json.loads(line) for line in Path(f"{out}.records.jsonl").read_text(encoding="utf-8").splitlines()]
     assert all(r["name_score"] < 0 and 0 <= r["right_probability"] <= 1 for r in records)
+    # --abstain_below applies to the calibrated probability, as the pipeline's threshold does
+    cut = sorted(r["right_probability"] for r in records)[len(records) // 2]
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(calibrated), "--eval_corpus_path",
+                                             str(world / "birth_dev.tsv"), "--outputs_path", str(out),
+                                             "--abstain_below", str(cut)]) == 0
+    records = [json.loads(line) for line in Path(f"{out}.records.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["abstained"] for r in records] == [r["right_probability"] < cut for r in records]
 
 
 # ---------------------------------------------------------------------------------------------------------------
