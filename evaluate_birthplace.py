@@ -19,17 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
 from data_scripts import load_qa_tsv
 from evaluation.confidence import describe, summarize
-from evaluation.predict import check_questions, load_metric
+from evaluation.predict import ask_all, check_questions, load_metric
 from evaluation.record_files import as_line, records_path_for, write_records
 from evaluation.records import build_records, find_wiki
 from evaluation.report_html import report_path_for, write_report
-from modeling_chargpt import TASK, BirthplaceQAPipeline
 from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
 from training import (
     UsageError,
@@ -202,18 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def ask_pipeline(model, tokenizer, questions: Sequence[str], settings: AnsweringSettings, batch_size: int, score: bool,
                  show_progress: bool = True) -> tuple:
     """Answers, recitations, their scores and each answer's signals (the name's familiarity and the calibrated
-    probability that it is right), from the birthplace-qa pipeline answering with `settings` (it abstains nothing:
-    the records do). Questions go in sorted by length, so each batch pads little, as one sorted pass over
-    the file did; the outputs come back in file order."""
-    ask = BirthplaceQAPipeline(model=model, tokenizer=tokenizer, task=TASK, device=model.device, settings=settings)
-    questions = list(questions)  # a datasets column reads each item through an Arrow table: 0.3 ms each
-    order = sorted(range(len(questions)), key=lambda i: len(questions[i]))
-    outputs = ask((questions[i] for i in order), batch_size=batch_size, score=score, details=True,
-                  abstain_below=None)
-    results: list = [None] * len(questions)
-    answered = tqdm(outputs, total=len(questions), desc="answering", disable=not show_progress)
-    for i, out in zip(order, answered, strict=True):
-        results[i] = out
+    probability that it is right), from the birthplace-qa pipeline answering with `settings` (`ask_all`; it abstains
+    nothing: the records do), in file order."""
+    results = ask_all(model, tokenizer, questions, batch_size, settings, show_progress, score=score, abstain_below=None)
     recites = settings.answer_format == "recite"
     return ([r["answer"] for r in results], [r["recitation"] for r in results] if recites else None,
             [r["answer_score"] for r in results] if score else None,

@@ -88,13 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.abstain_below is not None:
         options["abstain_below"] = args.abstain_below or None
     threshold = options.get("abstain_below", ask.settings.abstain_below)
-    problems = {}  # a bad question gets its own error line; the others are answered
+    problems, good = {}, []  # a bad question gets its own error line; the others are answered
     for i, question in enumerate(questions):
         try:
-            ask.preprocess(question, ask.settings)
+            good.append(ask.asked(question, ask.settings))  # as the pipeline will ask it: checked once
         except QuestionError as err:
             problems[i] = str(err)
-    good = [q for i, q in enumerate(questions) if i not in problems]
     try:
         answers = iter(ask(good, batch_size=args.batch_size, **options) if good else [])
     except QuestionError as err:

@@ -22,19 +22,50 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["choose_keep_threshold", "fit_on", "refused_share", "refusing_threshold", "save_calibration"]
+from modeling_chargpt.calibration import FEATURES, Calibration
+
+__all__ = ["choose_keep_threshold", "fit_logistic", "fit_on", "refused_share", "refusing_threshold", "save_calibration"]
 
 
 def output_logprob(result: dict) -> float:
-    """The log-probability of the model's whole output (recitation, if any, and answer) from an `ask_all` result."""
+    """The log-probability of the model's whole output (recitation, if any, and answer) from a `predict.ask_all`
+    result."""
     recited = result.get("recitation_score")
     return result["answer_score"].logprob + (recited.logprob if recited is not None else 0.0)
 
 
+def fit_logistic(rows: Sequence[Sequence[float]], labels: Sequence[bool], features: Sequence[str] | None = None,
+                 l2: float = 1e-2, steps: int = 100) -> Calibration:
+    """Logistic regression by Newton's method on standardized features, with a small L2 penalty on the weights so
+    that perfectly separated data (every unknown person below every known one) still gives finite weights."""
+    import torch
+
+    features = FEATURES if features is None else features
+    x = torch.tensor([list(r) for r in rows], dtype=torch.float64)
+    y = torch.tensor([float(v) for v in labels], dtype=torch.float64)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] != len(features):
+        raise ValueError(f"need at least two rows of {len(features)} features to fit a calibration")
+    if y.min() == y.max():
+        raise ValueError("need both right and wrong answers to fit a calibration")
+    mean, scale = x.mean(0), x.std(0).clamp_min(1e-6)
+    z = torch.cat([torch.ones(len(x), 1, dtype=x.dtype), (x - mean) / scale], 1)
+    w = torch.zeros(z.shape[1], dtype=x.dtype)
+    penalty = torch.full_like(w, l2)
+    penalty[0] = 0.0  # the bias is not shrunk
+    for _ in range(steps):
+        p = torch.sigmoid(z @ w)
+        grad = z.T @ (p - y) + penalty * w
+        hess = (z.T * (p * (1 - p))) @ z + torch.diag(penalty) + 1e-9 * torch.eye(len(w), dtype=x.dtype)
+        step = torch.linalg.solve(hess, grad)
+        w -= step
+        if step.abs().max() < 1e-10:
+            break
+    return Calibration(tuple(w[1:].tolist()), float(w[0]), tuple(mean.tolist()), tuple(scale.tolist()),
+                       tuple(features))
+
+
 def fit_on(held: Sequence[dict], gold: Sequence[str], unknown: Sequence[dict]):
     """The calibration fitted on held-out answers (right or not) and unknown people's (never right)."""
-    from modeling_chargpt.calibration import fit_logistic
-
     rows = [(r["name_score"], output_logprob(r)) for r in (*held, *unknown)]
     labels = [r["answer"] == g for r, g in zip(held, gold, strict=True)] + [False] * len(unknown)
     return fit_logistic(rows, labels)
@@ -113,13 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logging.set_verbosity_warning()  # the results, not every config loaded
     from data_scripts import load_qa_tsv
-    from modeling_chargpt.calibration import Calibration
     from training import UsageError, check_chargpt_folder, load_chargpt
     from training.cli import command_line
     from training.files import atomic_write_json
     from training.outputs import check_not_input
 
-    from .known_unknown import ask_all
+    from .predict import ask_all
 
     for flag, share in (("--keep_right", args.keep_right), ("--refuse_unknown", args.refuse_unknown)):
         if not 0 <= share <= 1 or (flag == "--keep_right" and share == 0):

@@ -4,10 +4,10 @@
         --known out/demo/data/birth_dev.tsv --unknown out/demo/unknown-eval.tsv --results_path R.json
 
 Both sets are asked through the birthplace-qa pipeline at the model's saved setting (its calibration and threshold),
-as `chargpt-ask` and `pipeline(...)` ask them. The record says, for the known people: answered, right, precision,
-coverage, the right answers still given, the ECE of the confidence shown; for the unknown ones: the share answered
-(anything but "I don't know"); and how well the confidence and the name's familiarity each tell the two apart
-(AUROC known vs unknown: 0.5 is a coin, 1.0 never wrong).
+as `chargpt-ask` and `pipeline(...)` ask them (`evaluation.predict.ask_all`). The record says, for the known
+people: answered, right, precision, coverage, the right answers still given, the ECE of the confidence shown; for
+the unknown ones: the share answered (anything but "I don't know"); and how well the confidence and the name's
+familiarity each tell the two apart (AUROC known vs unknown: 0.5 is a coin, 1.0 never wrong).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ask_all", "auroc", "known_unknown_summary"]
+__all__ = ["auroc", "known_unknown_summary"]
 
 
 def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
@@ -40,26 +40,13 @@ def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | Non
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def ask_all(model, tokenizer, questions: Sequence[str], batch_size: int = 128, **overrides: Any) -> list[dict]:
-    """The pipeline's answer to each question (with its scores: ``details``), in the order given."""
-    from modeling_chargpt import TASK, BirthplaceQAPipeline
-
-    ask = BirthplaceQAPipeline(model=model, tokenizer=tokenizer, task=TASK, device=model.device)
-    order = sorted(range(len(questions)), key=lambda i: len(questions[i]))  # little padding per batch
-    results: list = [None] * len(questions)
-    for i, out in zip(order, ask([questions[i] for i in order], batch_size=batch_size, details=True, **overrides),
-                      strict=True):
-        results[i] = out
-    return results
-
-
 def shown(result: dict) -> float:
     """The confidence a person is shown: the calibrated one, else the raw probability."""
     return result["confidence"] if result["confidence"] is not None else result["probability"]
 
 
 def known_unknown_summary(known: Sequence[dict], gold: Sequence[str], unknown: Sequence[dict]) -> dict[str, Any]:
-    """What the record holds (module docstring); `known` and `unknown` are `ask_all` results, `gold` the known
+    """What the record holds (module docstring); `known` and `unknown` are `predict.ask_all` results, `gold` the known
     people's places."""
     from .confidence import ece
 
@@ -129,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from training.files import atomic_write_json
     from training.outputs import check_not_input
 
+    from .predict import ask_all
+
     check_not_input({"--results_path": args.results_path, "--reliability_plot": args.reliability_plot},
                     {"--model_name_or_path": args.model_name_or_path, "--known": args.known, "--unknown": args.unknown})
     check_chargpt_folder(args.model_name_or_path)
@@ -151,12 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "label": args.label, "model": args.model_name_or_path, "known_questions": args.known,
             "unknown_questions": args.unknown, "command": command_line("-m evaluation.known_unknown", argv),
             "hardware": _hardware(), "seconds": round(time.time() - start, 1),
-            "saved_setting": {"abstain_below": _threshold(model)}, **summary})
+            "saved_setting": {"abstain_below": (model.config.answering or {}).get("abstain_below")}, **summary})
     return 0
-
-
-def _threshold(model) -> float | None:
-    return (getattr(model.config, "answering", None) or {}).get("abstain_below")
 
 
 def _hardware() -> str:

@@ -92,9 +92,9 @@ _YES_NO = re.compile(r"\s*(?:is|are|was|were|did|does|do|can|could|has|have)\b.*
 def typed_question(text: str) -> str:
     """``Where was NAME born?`` for what a person typed: that question in any case or spacing, with or without its
     question mark, or a bare name, its spaces collapsed to one (`name_casings` lists what its case may have meant).
-    Another kind of question ("What is the capital of X?",
-    "Who was X?") is a `QuestionError` naming the one question this model answers: its words are no name. A question
-    already in the exact form is returned as it is, so the evaluation files are read as the reference reads them."""
+    Another kind of question ("What is the capital of X?", "Who was X?") is a `QuestionError` naming the one
+    question this model answers: its words are no name. A question already in the exact form is returned as it is,
+    so the evaluation files are read as the reference reads them."""
     if not isinstance(text, str) or not text.strip():
         raise QuestionError("an empty question: ask 'Where was NAME born?' or give a name")
     if asked_person(text) is not None:

@@ -14,12 +14,13 @@ read about as of one it read. Two signals, both the model's own and both compute
 `Calibration` is a logistic regression on the two, fitted on held-out training questions and on people the model
 never read (`evaluation.calibrate`), and saved with the model (``config.answering['calibration']``). It is applied
 here with plain arithmetic, so a model folder answers with it where only torch and transformers are installed.
+Fitting is `evaluation.calibrate.fit_logistic`, which a model folder does not need.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 FEATURES = ("name_logprob", "output_logprob")
@@ -69,32 +70,3 @@ def signals(name_logprob: float | None, output_logprob: float | None) -> dict[st
     if name_logprob is None or output_logprob is None:
         return None
     return {"name_logprob": name_logprob, "output_logprob": output_logprob}
-
-
-def fit_logistic(rows: Sequence[Sequence[float]], labels: Sequence[bool], features: Sequence[str] = FEATURES,
-                 l2: float = 1e-2, steps: int = 100) -> Calibration:
-    """Logistic regression by Newton's method on standardized features, with a small L2 penalty on the weights so
-    that perfectly separated data (every unknown person below every known one) still gives finite weights."""
-    import torch
-
-    x = torch.tensor([list(r) for r in rows], dtype=torch.float64)
-    y = torch.tensor([float(v) for v in labels], dtype=torch.float64)
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] != len(features):
-        raise ValueError(f"need at least two rows of {len(features)} features to fit a calibration")
-    if y.min() == y.max():
-        raise ValueError("need both right and wrong answers to fit a calibration")
-    mean, scale = x.mean(0), x.std(0).clamp_min(1e-6)
-    z = torch.cat([torch.ones(len(x), 1, dtype=x.dtype), (x - mean) / scale], 1)
-    w = torch.zeros(z.shape[1], dtype=x.dtype)
-    penalty = torch.full_like(w, l2)
-    penalty[0] = 0.0  # the bias is not shrunk
-    for _ in range(steps):
-        p = torch.sigmoid(z @ w)
-        grad = z.T @ (p - y) + penalty * w
-        hess = (z.T * (p * (1 - p))) @ z + torch.diag(penalty) + 1e-9 * torch.eye(len(w), dtype=x.dtype)
-        step = torch.linalg.solve(hess, grad)
-        w -= step
-        if step.abs().max() < 1e-10:
-            break
-    return Calibration(tuple(w[1:].tolist()), float(w[0]), tuple(mean.tolist()), tuple(scale.tolist()),
-                       tuple(features))

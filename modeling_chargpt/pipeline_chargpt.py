@@ -93,20 +93,25 @@ class BirthplaceQAPipeline(Pipeline):
                        **({"wiki": _documents(documents)} if documents is not None else {})}
         return {"settings": settings}, {"settings": settings, "score": score}, postprocess
 
-    def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
-        """The question as the model's format takes it (a bare name becomes ``Where was NAME born?``), checked."""
-        typed = typed_question(question)  # any case, no question mark, a bare name; another kind: an error
-        if typed != question:  # typed as a person types: the casing of the name the model finds most familiar
+    def asked(self, question: str, settings: AnsweringSettings) -> str:
+        """The question as the model will be asked it, checked: ``Where was NAME born?`` for what a person typed
+        (`answering.typed_question`; a name typed in another case gets the casing the model finds most familiar), or
+        a one-line `QuestionError`."""
+        typed = typed_question(question)
+        if typed != question:
             casings = [c for c in name_casings(asked_person(typed)) if set(c) <= self.tokenizer.stoi.keys()]
             scores = score_names(self.model, self.tokenizer, casings, show_progress=False)
             if casings and None not in scores:
                 typed = f"Where was {casings[scores.index(max(scores))]} born?"
-        question = typed
-        problem = question_problem(question, self.tokenizer, self.model.config, settings.max_new_tokens,
+        problem = question_problem(typed, self.tokenizer, self.model.config, settings.max_new_tokens,
                                    settings.answer_format)
         if problem is not None:
             raise QuestionError(problem)
-        return {"input_ids": torch.tensor([self.tokenizer.encode_text(question)])}
+        return typed
+
+    def preprocess(self, question: str, settings: AnsweringSettings) -> dict[str, torch.Tensor]:
+        """The question as the model's format takes it (`asked`), encoded."""
+        return {"input_ids": torch.tensor([self.tokenizer.encode_text(self.asked(question, settings))])}
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], settings: AnsweringSettings,
                  score: bool = True) -> dict[str, list]:

@@ -22,6 +22,13 @@ from training import run_cli
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--report_to", "none", "--disable_tqdm", "True"]
 
 
+def finetune_argv(world: Path, out: Path, steps: int, *extra: str) -> list[str]:
+    """train_finetune.py's flags for a tiny model of `world` trained `steps` steps into `out`."""
+    return ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", str(steps),
+            "--per_device_train_batch_size", "4", *extra]
+
+
 @pytest.fixture
 def hub(tmp_path, monkeypatch) -> tuple[Path, list]:
     """A local folder in place of the Hub: create_repo makes a folder, upload_folder copies the files it would send;
@@ -53,10 +60,8 @@ def test_a_pushed_model_answers_where_chargpt_is_not_installed(hub, tmp_path, ca
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=2)
     out = tmp_path / "tiny-recite"
-    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
-            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "4",
-            "--per_device_train_batch_size", "4", "--recite", "True", "--checkpointing_steps", "2",
-            "--push_to_hub", "True", "--hub_model_id", "me/tiny-recite", "--hub_private_repo", "True"]
+    argv = finetune_argv(world, out, 4, "--recite", "True", "--checkpointing_steps", "2", "--push_to_hub", "True",
+                         "--hub_model_id", "me/tiny-recite", "--hub_private_repo", "True")
     assert run_cli(train_finetune.main, argv) == 0
     assert "pushed to https://huggingface.co/me/tiny-recite" in capsys.readouterr().out
     pushed = hub / "me" / "tiny-recite"
@@ -101,9 +106,7 @@ def test_a_failed_push_is_one_line_and_keeps_the_model(tmp_path, monkeypatch, ca
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=2)
     out = tmp_path / "run"
-    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
-            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "1",
-            "--per_device_train_batch_size", "4", "--push_to_hub", "True"]
+    argv = finetune_argv(world, out, 1, "--push_to_hub", "True")
     assert run_cli(train_finetune.main, argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (f"error: --push_to_hub run: PermissionError: 401 Client Error: no token (the model is saved "
@@ -150,9 +153,7 @@ def test_a_shared_model_loads_by_its_name_from_the_hub_cache_offline(hub, tmp_pa
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=2)
     out = tmp_path / "tiny"
-    argv = ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
-            str(world / "birth_places_train.tsv"), "--output_dir", str(out), *TINY, "--max_steps", "2",
-            "--per_device_train_batch_size", "4"]
+    argv = finetune_argv(world, out, 2)
     assert run_cli(train_finetune.main, argv) == 0
     push_folder(out, "me/tiny")
     card = ModelCard.load(hub / "me" / "tiny" / "README.md")

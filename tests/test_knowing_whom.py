@@ -15,11 +15,17 @@ import evaluate_birthplace
 from data_scripts.unknown_people import invented_names, other_world_names, recombined_names, unknown_questions
 from data_scripts.unknown_people import main as unknown_main
 from evaluation import ask as ask_cli
-from evaluation.calibrate import choose_keep_threshold, refused_share, refusing_threshold, save_calibration
+from evaluation.calibrate import (
+    choose_keep_threshold,
+    fit_logistic,
+    refused_share,
+    refusing_threshold,
+    save_calibration,
+)
 from evaluation.known_unknown import auroc, known_unknown_summary
 from modeling_chargpt import TASK, BirthplaceQAPipeline
 from modeling_chargpt.answering import AnsweringSettings, QuestionError, name_casings, typed_question
-from modeling_chargpt.calibration import Calibration, fit_logistic
+from modeling_chargpt.calibration import Calibration
 from training import run_cli
 
 # ---------------------------------------------------------------------------------------------------------------
