@@ -5,7 +5,7 @@
     python evaluate_birthplace.py --baseline london --eval_corpus_path DIR/birth_dev.tsv
 
 A model trained with `--preset best` answers as it was measured with `--preset best` here too (a span of its
-recitation); training/presets.py.
+recitation); chargpt/training/presets.py.
 
 Beside the predictions it writes per-question records (``.records.jsonl``: the answer's probability, whether it
 occurs in the person's wiki.txt line) and an error-analysis page (``.html``); docs/confidence.md.
@@ -22,14 +22,12 @@ import torch
 from transformers import HfArgumentParser
 from transformers.utils import logging
 
-from data_scripts import load_qa_tsv
-from evaluation.confidence import describe, summarize
-from evaluation.predict import ask_all, check_questions, load_metric
-from evaluation.record_files import as_line, records_path_for, write_records
-from evaluation.records import build_records, find_wiki
-from evaluation.report_html import report_path_for, write_report
-from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
-from training import (
+from chargpt.evaluation.confidence import describe, summarize
+from chargpt.evaluation.predict import ask_all, check_questions, load_metric
+from chargpt.evaluation.record_files import as_line, records_path_for, write_records
+from chargpt.evaluation.records import build_records, find_wiki
+from chargpt.evaluation.report_html import report_path_for, write_report
+from chargpt.training import (
     UsageError,
     atomic_write_json,
     atomic_write_text,
@@ -41,9 +39,11 @@ from training import (
     resolve_model_path,
     run_cli,
 )
-from training.cli import command_line
-from training.hub import add_eval_result, push_folder
-from training.presets import EVALUATION, PRESETS, REFERENCE
+from chargpt.training.cli import command_line
+from chargpt.training.hub import add_eval_result, push_folder
+from chargpt.training.presets import EVALUATION, PRESETS, REFERENCE
+from data_scripts import load_qa_tsv
+from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
 
 logger = logging.get_logger(__name__)
 

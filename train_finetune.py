@@ -4,11 +4,12 @@
         --pretrain_corpus_path DIR/wiki.txt --finetune_corpus_path DIR/birth_places_train.tsv \
         [--model_name_or_path out/rope-pretrain] --output_dir out/rope-finetune
 
-Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate, from scratch or from a
+Defaults reproduce the 2024 reference (chargpt/training/presets.py: epochs, batch size, learning rate, from scratch
+or from a
 pretrained model; `--preset` for named deviations); the cosine schedule spans 200 epochs of the pretraining corpus,
 as the reference's does. The vocabulary always comes from wiki.txt.
 One opt-in deviation: `--recite True` (answer after reciting the person's wiki.txt line: data_scripts/recitation.py).
-`--seeds 0,1,2 --device_data True` finetunes several seeds in one process (training/seeds.py), each from its own
+`--seeds 0,1,2 --device_data True` finetunes several seeds in one process (chargpt/training/seeds.py), each from its own
 pretrained model when `--model_name_or_path` is a `train_pretrain.py --seeds` folder (its seed-S subfolders).
 """
 
@@ -21,16 +22,7 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
-from data_scripts import (
-    EncodedExamples,
-    load_pretrain_corpus,
-    load_qa_tsv,
-    name_prompt_dataset,
-    recitation_dataset,
-)
-from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
-from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
-from training import (
+from chargpt.training import (
     ModelArguments,
     SeedStack,
     TrainingArguments,
@@ -51,7 +43,16 @@ from training import (
     seeds_card,
     train,
 )
-from training.presets import EVALUATION
+from chargpt.training.presets import EVALUATION
+from data_scripts import (
+    EncodedExamples,
+    load_pretrain_corpus,
+    load_qa_tsv,
+    name_prompt_dataset,
+    recitation_dataset,
+)
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
+from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError, decoding_arguments
 
 
 @dataclass

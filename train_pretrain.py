@@ -3,7 +3,8 @@
     accelerate launch --config_file accelerate_config.yaml train_pretrain.py \
         --pretrain_corpus_path DIR/wiki.txt --position_embedding_type rope --output_dir out/rope-pretrain
 
-Defaults reproduce the 2024 reference (training/presets.py: epochs, batch size, learning rate; `--preset` for named
+Defaults reproduce the 2024 reference (chargpt/training/presets.py: epochs, batch size, learning rate; `--preset`
+for named
 deviations); the cosine schedule spans every epoch's tokens.
 `--mixed_qa_corpus_path` adds the finetuning questions to every epoch (mixed training; data_scripts/mixing.py);
 `--mixed_qa_repeats` and `--mixed_qa_format` vary how; `--objective language_modeling` trains on the documents
@@ -18,23 +19,7 @@ from dataclasses import dataclass, field, fields
 
 from transformers import HfArgumentParser
 
-from data_scripts import (
-    CORRUPTION_SPECS,
-    OBJECTIVES,
-    SCHEDULE_TOKENS,
-    EncodedExamples,
-    InterleavedDataset,
-    load_pretrain_corpus,
-    load_qa_tsv,
-    mixed_order,
-    name_prompt_dataset,
-    objective_named,
-    recitation_dataset,
-    span_corruption_dataset,
-    truncation_range,
-)
-from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
-from training import (
+from chargpt.training import (
     ModelArguments,
     SeedStack,
     TrainingArguments,
@@ -53,6 +38,22 @@ from training import (
     seeds_card,
     train,
 )
+from data_scripts import (
+    CORRUPTION_SPECS,
+    OBJECTIVES,
+    SCHEDULE_TOKENS,
+    EncodedExamples,
+    InterleavedDataset,
+    load_pretrain_corpus,
+    load_qa_tsv,
+    mixed_order,
+    name_prompt_dataset,
+    objective_named,
+    recitation_dataset,
+    span_corruption_dataset,
+    truncation_range,
+)
+from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 
 MIXED_QA_FORMATS = ("prompt", "recite")  # --mixed_qa_format: a name prompt, or a recitation row (recitation.py)
 

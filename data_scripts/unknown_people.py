@@ -12,7 +12,7 @@ that occurs anywhere in wiki.txt is not unknown, and is left out).
 CLI: ``python -m data_scripts.unknown_people --wiki wiki.txt --train birth_places_train.tsv --out unknown.tsv
 [--n 400] [--seed 0] [--kinds recombined,invented | --kinds other_world --world_seed 1]``: one bare question
 ``Where was NAME born?`` per line, the form of birth_test_inputs.tsv. Two seeds give two disjoint sets, one to fit
-a calibration on and one to measure it (`evaluation.calibrate`, `evaluation.known_unknown`).
+a calibration on and one to measure it (`chargpt.evaluation.calibrate`, `chargpt.evaluation.known_unknown`).
 """
 
 from __future__ import annotations

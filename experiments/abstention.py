@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.confidence import (
+from chargpt.evaluation.confidence import (
     apply_threshold,
     choose_threshold,
     describe,
@@ -34,9 +34,9 @@ from evaluation.confidence import (
     scored_grounded,
     summarize,
 )
-from evaluation.record_files import check_records_match, read_records, records_path_for
-from training import UsageError, atomic_write_json, note_answering, run_cli
-from training.cli import command_line
+from chargpt.evaluation.record_files import check_records_match, read_records, records_path_for
+from chargpt.training import UsageError, atomic_write_json, note_answering, run_cli
+from chargpt.training.cli import command_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("--save_to needs --holdout (the threshold is chosen there) and no --grounded_only (a model "
                          "abstains on its confidence alone)")
     if opts.save_to:
-        from training import check_chargpt_folder  # here: reading records needs neither torch nor the model
+        from chargpt.training import check_chargpt_folder  # here: reading records needs neither torch nor the model
 
         for folder in opts.save_to:
             check_chargpt_folder(folder)  # before anything is computed

@@ -28,10 +28,10 @@ from pathlib import Path
 from run_experiments import evaluate, finetune_command, run
 from select_finetune_lr import shuffled
 
+from chargpt.evaluation.record_files import check_records_match, read_records
+from chargpt.training.cli import command_line
+from chargpt.training.files import atomic_write_json
 from data_scripts import DataFileError
-from evaluation.record_files import check_records_match, read_records
-from training.cli import command_line
-from training.files import atomic_write_json
 
 
 def build_parser() -> argparse.ArgumentParser:

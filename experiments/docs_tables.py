@@ -26,12 +26,12 @@ from pathlib import Path
 import records as run_records
 import yaml
 
-from training.files import atomic_write_text
-from training.presets import BY_POSITION as PRESET_BY_POSITION
-from training.presets import DEFAULTS as PRESET_DEFAULTS
-from training.presets import EVALUATION as PRESET_EVALUATION
-from training.presets import FROM_SCRATCH
-from training.presets import NEEDS as PRESET_NEEDS
+from chargpt.training.files import atomic_write_text
+from chargpt.training.presets import BY_POSITION as PRESET_BY_POSITION
+from chargpt.training.presets import DEFAULTS as PRESET_DEFAULTS
+from chargpt.training.presets import EVALUATION as PRESET_EVALUATION
+from chargpt.training.presets import FROM_SCRATCH
+from chargpt.training.presets import NEEDS as PRESET_NEEDS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -407,10 +407,11 @@ def literal_rows(results: Results, spec: dict, context: dict) -> list[list[str]]
 
 
 # (layers, width, pretraining epochs, block) of --preset best: the model's default shape and block (128;
-# training/arguments.py, not imported: it would load torch), the preset's epochs and block; tables.yaml's `best_shape`
+# chargpt/training/arguments.py, not imported: it would load torch), the preset's epochs and block;
+# tables.yaml's `best_shape`
 BEST_SHAPE = (4, 256, PRESET_DEFAULTS["pretrain"]["best"]["num_train_epochs"],
               PRESET_DEFAULTS["pretrain"]["best"].get("block_size", 128))
-# what each recipe file of recipes/ sets (training/presets.py reads them): tables.yaml's `recipes`
+# what each recipe file of chargpt/recipes/ sets (chargpt/training/presets.py reads them): tables.yaml's `recipes`
 RECIPES = {"defaults": PRESET_DEFAULTS, "evaluation": PRESET_EVALUATION, "needs": PRESET_NEEDS,
            "from_scratch": FROM_SCRATCH, "by_position": PRESET_BY_POSITION}
 

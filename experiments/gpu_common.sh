@@ -26,7 +26,7 @@ environment() {
   # The project's own imports (datasets, evaluate, transformers, accelerate) and the versions found.
   "$PY" -c '
 import importlib.metadata as md, sys, torch
-import data_scripts.loading, evaluation.predict, training.loop  # the packages import lazily: load what runs
+import data_scripts.loading, chargpt.evaluation.predict, chargpt.training.loop  # the packages import lazily: load what runs
 cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "NO CUDA DEVICE"
 found = ", ".join(f"{p} {md.version(p)}" for p in ("transformers", "accelerate", "datasets", "evaluate"))
 print("python", sys.version.split()[0], "| torch", torch.__version__, "cuda", torch.version.cuda, "|", cuda, "|", found)

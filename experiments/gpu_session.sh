@@ -56,7 +56,7 @@
 # documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several, e.g.
 # LM_SEEDS=0,1,2: one --seeds process trains them together); then for each seed the --recite rate chosen on the 400
 # held-out (answering with spans of the recitation, LM_EVAL_EXTRA), the final finetuning, dev and test, and the
-# held-out model's abstention threshold (issue 24). LM_HPARAMS are both stages' hyperparameters: recipes/best.yaml's
+# held-out model's abstention threshold (issue 24). LM_HPARAMS are both stages' hyperparameters: chargpt/recipes/best.yaml's
 # (`--preset best`, as `make best` runs it; its run_experiments column finetunes plainly, `--recite False`, as
 # make best's does); LM_HPARAMS= LM_EPOCHS=300 takes the reference's
 #   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's

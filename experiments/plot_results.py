@@ -25,7 +25,7 @@ from docs_tables import Results, flat  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from records import train_minutes as minutes  # noqa: E402
 
-from training.files import atomic_write_bytes  # noqa: E402
+from chargpt.training.files import atomic_write_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

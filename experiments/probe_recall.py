@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
+from chargpt.evaluation.record_files import read_predictions
 from data_scripts import DataFileError, asked_person, load_qa_tsv, read_text_file
-from evaluation.record_files import read_predictions
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 
 RECALLED, FORGOTTEN, NOT_IN_LINE = "recalled", "not recalled", "place not in the line"

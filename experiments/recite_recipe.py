@@ -1,5 +1,5 @@
 """A recipe that chooses its finetuning rate on held-out training questions, run in one command (`make recite`,
-`make best`): `--recipe NAME` runs recipes/NAME.yaml, every stage with `--preset NAME`, its `selection` section
+`make best`): `--recipe NAME` runs chargpt/recipes/NAME.yaml, every stage with `--preset NAME`, its `selection` section
 giving the held-out questions and the rates to choose from. The recipes with one:
   recite-cpu (the default): the CPU frontier of docs/results-recitation.md (4 layers x 128 dims, 76 epochs of
     uncorrupted documents and recitation rows, fp32), whose three seeds answered about half of dev;
@@ -22,10 +22,10 @@ recitation rows in pretraining"):
      step 3's --keep_models; it never saw the held-out questions) answers dev, and abstention.py chooses the
      threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
      saved into the held-out model and the final model (their pipelines abstain below it) and applied to the final
-     model's dev answers. Then the confidence the final model shows: evaluation.calibrate fits it on the held-out
-     model's answers to the held-out questions and to --unknown_people people no line of wiki.txt mentions
+     model's dev answers. Then the confidence the final model shows: chargpt.evaluation.calibrate fits it on the
+     held-out model's answers to the held-out questions and to --unknown_people people no line of wiki.txt mentions
      (data_scripts.unknown_people, seed 0), and saves it with its "I don't know" threshold into the final model;
-     evaluation.known_unknown measures it on dev against as many other unknown people (seed 1).
+     chargpt.evaluation.known_unknown measures it on dev against as many other unknown people (seed 1).
   5. per seed, with --choose_final_questions: choose_final_questions.py decides on halves of the held-out questions
      whether the final model should be finetuned on all training questions (step 3's) or only on those pretraining
      mixed in (the held-out model); the held-out model answers dev and test, and the seed's dev and test answers
@@ -55,15 +55,15 @@ from probe_recall import probe
 from run_experiments import StageInterrupted, check_stage_flags
 
 import evaluate_birthplace
-import recipes
+from chargpt import recipes
+from chargpt.evaluation import calibrate, known_unknown
+from chargpt.evaluation.record_files import read_records
+from chargpt.training import ModelArguments
+from chargpt.training.cli import run_in_process
+from chargpt.training.files import atomic_write_json
+from chargpt.training.outputs import UsageError, check_not_input
+from chargpt.training.presets import resolve as preset_values
 from data_scripts import unknown_people
-from evaluation import calibrate, known_unknown
-from evaluation.record_files import read_records
-from training import ModelArguments
-from training.cli import run_in_process
-from training.files import atomic_write_json
-from training.outputs import UsageError, check_not_input
-from training.presets import resolve as preset_values
 
 CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
 RECIPES = tuple(name for name in recipes.names() if recipes.load(name)["selection"])  # the ones that choose a rate
@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", default="rope", choices=["rope", "learned"], help="Position embeddings.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
     parser.add_argument("--recipe", default="recite-cpu", choices=RECIPES,
-                        help="recipes/NAME.yaml: every stage runs with --preset NAME; the defaults of the next five "
+                        help="chargpt/recipes/NAME.yaml: every stage runs with --preset NAME; the defaults of the "
+                             "next five "
                         "flags are its values.")
     parser.add_argument("--pretrain_epochs", type=int, help="Pretraining epochs (default: the recipe's).")
     parser.add_argument("--n_embd", type=int, help="Model width (default: the recipe's).")
@@ -127,7 +128,8 @@ def pretraining(recipe: str, variant: str) -> dict:
 
 
 def settled(opts: argparse.Namespace) -> argparse.Namespace:
-    """The options with the recipe's values where a flag was left out (read from recipes/NAME.yaml through the same
+    """The options with the recipe's values where a flag was left out (read from chargpt/recipes/NAME.yaml through the
+same
     resolution as `--preset NAME`)."""
     recipe, pretrain = recipes.load(opts.recipe), pretraining(opts.recipe, opts.variant)
     answering = recipe["evaluate"]
@@ -232,10 +234,10 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                  [*held, "--dev", str(chosen.parent / "final.dev.predictions"), "--out_dir",
                   str(chosen.parent / "abstention-final"), "--save_to", final],
                  # the confidence the final model shows and its "I don't know" (docs/confidence.md), then measured
-                 [py, "-m", "evaluation.calibrate", "--model_name_or_path", f"{chosen}-finetune", "--holdout",
+                 [py, "-m", "chargpt.evaluation.calibrate", "--model_name_or_path", f"{chosen}-finetune", "--holdout",
                   str(chosen.parent / "split" / "holdout.tsv"), "--unknown", unknown["fit"], "--save_to", final,
                   "--results_path", str(chosen.parent / "calibration.json")],
-                 [py, "-m", "evaluation.known_unknown", "--model_name_or_path", final, "--known",
+                 [py, "-m", "chargpt.evaluation.known_unknown", "--model_name_or_path", final, "--known",
                   str(data / "birth_dev.tsv"), "--unknown", unknown["eval"], "--results_path",
                   str(chosen.parent / "known_unknown.json")]]
     for seed in seeds if opts.choose_final_questions else []:
@@ -314,7 +316,7 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
-    return {"what": f"experiments/recite_recipe.py --recipe {opts.recipe} (recipes/{opts.recipe}.yaml): "
+    return {"what": f"experiments/recite_recipe.py --recipe {opts.recipe} (chargpt/recipes/{opts.recipe}.yaml): "
                     f"{recipes.load(opts.recipe)['purpose']}", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "recipe": opts.recipe, "variant": opts.variant,
             "n_embd": opts.n_embd or opts.width,
@@ -407,8 +409,8 @@ STEPS: dict[str, Callable[[Sequence[str]], int | None]] = {
     "experiments/abstention.py": functools.partial(run_in_process, abstention.main),
     "experiments/choose_final_questions.py": choose_final_questions.main,
     "-m data_scripts.unknown_people": unknown_people.main,
-    "-m evaluation.calibrate": functools.partial(run_in_process, calibrate.main),
-    "-m evaluation.known_unknown": functools.partial(run_in_process, known_unknown.main),
+    "-m chargpt.evaluation.calibrate": functools.partial(run_in_process, calibrate.main),
+    "-m chargpt.evaluation.known_unknown": functools.partial(run_in_process, known_unknown.main),
 }
 
 

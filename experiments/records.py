@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from training.files import atomic_write_text
+from chargpt.training.files import atomic_write_text
 
 FIELDS = {  # key: (type, what it holds)
     "name": (str, "unique within the study"),

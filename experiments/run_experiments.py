@@ -4,7 +4,8 @@ For each position variant: pretrain -> finetune -> evaluate on dev (and write te
 from scratch and the London baseline. Each training stage runs the user's script as its own process (one process
 needs no launcher: `python SCRIPT` with the threads `accelerate launch --num_cpu_threads_per_process` would set),
 so what this measures is what a user runs; evaluations run `evaluate_birthplace.main` in this process, each with its
-own log (seconds of imports saved per evaluation). Every stage runs `--recipe NAME`'s file, recipes/NAME.yaml, as
+own log (seconds of imports saved per evaluation). Every stage runs `--recipe NAME`'s file,
+chargpt/recipes/NAME.yaml, as
 `--preset NAME` (reference, light, demo, ...). Writes `results.json` and `results.md` into --out_dir.
 """
 
@@ -24,12 +25,12 @@ from pathlib import Path
 import torch
 
 import evaluate_birthplace
-import recipes
-from evaluation.record_files import file_lines
-from training.checkpoints import TRAINER_STATE, find_latest_checkpoint
-from training.cli import UsageError, check_flags, command_line, run_logged, run_to_end
-from training.files import atomic_write_json, atomic_write_text
-from training.outputs import check_not_input
+from chargpt import recipes
+from chargpt.evaluation.record_files import file_lines
+from chargpt.training.checkpoints import TRAINER_STATE, find_latest_checkpoint
+from chargpt.training.cli import UsageError, check_flags, command_line, run_logged, run_to_end
+from chargpt.training.files import atomic_write_json, atomic_write_text
+from chargpt.training.outputs import check_not_input
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
@@ -185,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the three TSVs.")
     parser.add_argument("--out_dir", required=True)
     parser.add_argument("--recipe", default="reference", choices=recipes.names(),
-                        help="recipes/NAME.yaml: every stage runs with --preset NAME (e.g. demo, light, cpu-fast).")
+                        help="chargpt/recipes/NAME.yaml: every stage runs with --preset NAME (e.g. demo, light, "
+                        "cpu-fast).")
     parser.add_argument("--variants", default="learned,rope", help="Comma-separated position types to pretrain.")
     parser.add_argument("--synthesizer", action="store_true", help="Also run learned positions + synthesizer.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds for the pretrained variants (with the "
@@ -193,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "finetune in one train_finetune.py --seeds process).")
     parser.add_argument("--stack_seeds", action="store_true",
                         help="Where a variant's seeds train in one process (the fast path), train them as one stacked "
-                        "model (--stack_seeds True: one set of kernels for all seeds, for GPUs; training/stacking.py).")
+                        "model (--stack_seeds True: one set of kernels for all seeds, for GPUs; "
+                        "chargpt/training/stacking.py).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--extra", default="", help="Extra flags for both training scripts (quoted).")
     parser.add_argument("--pretrain_extra", default="",
@@ -241,7 +244,8 @@ def check_all_stage_flags(opts: argparse.Namespace) -> None:
 
 def seeds_together(opts: argparse.Namespace) -> bool:
     """With the fast path (on a GPU by default), a variant's seeds pretrain in one `--seeds` process
-    (training/seeds.py: each member is the model its separate `--seed S` run with the fast path trains); without it
+    (chargpt/training/seeds.py: each member is the model its separate `--seed S` run with the fast path trains);
+    without it
     (CPU runs by default), one process per seed, as before."""
     return fast_path_on(opts.fast_path) and len(opts.seeds.split(",")) > 1
 
@@ -307,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"error: {err}")
     data, out = Path(opts.data_dir), Path(opts.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    recipe = ["--preset", opts.recipe]  # every stage: recipes/NAME.yaml
+    recipe = ["--preset", opts.recipe]  # every stage: chargpt/recipes/NAME.yaml
     extra = opts.extra.split()
     finetune_flags = [*recipe, *extra, *opts.finetune_extra.split()]  # from a pretrained model
     wiki, train_tsv = data / "wiki.txt", data / "birth_places_train.tsv"

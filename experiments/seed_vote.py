@@ -21,8 +21,8 @@ from pathlib import Path
 
 import records
 
+from chargpt.training.files import atomic_write_text
 from data_scripts import DataFileError, load_qa_tsv
-from training.files import atomic_write_text
 
 WHAT = ("several seeds as one answer: per dev question, the answer most of a recipe's seeds gave (their committed "
         "predictions; where no answer has a majority, the seed with the best held-out score answers)")

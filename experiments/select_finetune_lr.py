@@ -27,10 +27,10 @@ from pathlib import Path
 from run_experiments import check_stage_flags, evaluate, finetune_command, run
 
 import evaluate_birthplace
+from chargpt.training.cli import command_line
+from chargpt.training.files import atomic_write_json
+from chargpt.training.outputs import UsageError, check_not_input
 from data_scripts import DataFileError, load_qa_tsv
-from training.cli import command_line
-from training.files import atomic_write_json
-from training.outputs import UsageError, check_not_input
 
 
 def shuffled(n: int, seed: int) -> list[int]:

@@ -580,8 +580,8 @@ class AnsweringSettings:
     choices: the decoding choices (fields made with `_decoding`: a new way to decode is such a field and its branch in
     `answer_questions`), `max_new_tokens` and `abstain_below` (`evaluate_birthplace.py`), kept with the threshold's
     provenance (`abstention`: what it was chosen for on held-out training questions). With `calibration`
-    (`calibration.Calibration`, fitted by `evaluation.calibrate`) the confidence is the probability that the answer
-    is right, and `abstain_below` applies to it; without, to the raw probability of the model's output."""
+    (`calibration.Calibration`, fitted by `chargpt.evaluation.calibrate`) the confidence is the probability that the
+    answer is right, and `abstain_below` applies to it; without, to the raw probability of the model's output."""
 
     answer_format: str = "direct"
     answer_from_recitation: bool = _decoding(False, (

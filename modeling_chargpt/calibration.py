@@ -12,9 +12,9 @@ read about as of one it read. Two signals, both the model's own and both compute
   ranks its answers about people it did read.
 
 `Calibration` is a logistic regression on the two, fitted on held-out training questions and on people the model
-never read (`evaluation.calibrate`), and saved with the model (``config.answering['calibration']``). It is applied
-here with plain arithmetic, so a model folder answers with it where only torch and transformers are installed.
-Fitting is `evaluation.calibrate.fit_logistic`, which a model folder does not need.
+never read (`chargpt.evaluation.calibrate`), and saved with the model (``config.answering['calibration']``). It is
+applied here with plain arithmetic, so a model folder answers with it where only torch and transformers are installed.
+Fitting is `chargpt.evaluation.calibrate.fit_logistic`, which a model folder does not need.
 """
 
 from __future__ import annotations

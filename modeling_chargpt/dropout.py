@@ -21,7 +21,7 @@ def bernoulli_keep_mask(shape: torch.Size, p: float, device: torch.device) -> to
 class _FastDropout(torch.autograd.Function):
     """Dropout with `bernoulli_keep_mask`; also returns the mask (for its backward). Its `vmap` rule draws one mask
     for the whole batched input, so members vmapped together (`torch.func.vmap(..., randomness="different")`, as
-    training/stacking.py's `SeedEnsemble`) get independent masks."""
+    chargpt/training/stacking.py's `SeedEnsemble`) get independent masks."""
 
     @staticmethod
     def forward(x: torch.Tensor, p: float) -> tuple[torch.Tensor, torch.Tensor]:

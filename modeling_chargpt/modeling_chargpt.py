@@ -186,7 +186,8 @@ class CharGPTPreTrainedModel(PreTrainedModel):
 class CharGPTModel(CharGPTPreTrainedModel):
     """Embeddings, blocks and final LayerNorm; returns hidden states."""
 
-    # True where the caller has checked the position_ids it passes (`check_positions`): training/stacking.py checks
+    # True where the caller has checked the position_ids it passes (`check_positions`):
+    # chargpt/training/stacking.py checks
     # its stacked members' positions before vmap, under which `torch._assert_async` has no batching rule
     caller_checks_positions = False
 

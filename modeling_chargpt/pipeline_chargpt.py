@@ -9,7 +9,7 @@ A question is ``Where was NAME born?`` in any case, with or without its question
 answers in the format it was finetuned and
 evaluated with, saved in its config (`answering.AnsweringSettings`: the reference prompt, a recitation, span answers
 with or without continuation, the calibration of its confidence and the abstention threshold, both chosen on
-held-out training questions and people it never read: `evaluation.calibrate`); arguments
+held-out training questions and people it never read: `chargpt.evaluation.calibrate`); arguments
 override each one. Given `documents` (a wiki.txt path or its text), each answer also says whether it is grounded,
 and the person's line. Answering is `answering.answer_questions`, as in `evaluate_birthplace.py`: the same answers.
 

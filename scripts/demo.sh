@@ -11,7 +11,7 @@ fi
 . .venv/bin/activate
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
 # -I: what is installed, not this folder (an install older than the installed scripts is redone)
-python -I -c "import modeling_chargpt, data_scripts, training, train_pretrain, accelerate" 2>/dev/null \
+python -I -c "import modeling_chargpt, data_scripts, chargpt.training, train_pretrain, accelerate" 2>/dev/null \
   || python -m pip install -q -e .
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
@@ -36,15 +36,15 @@ if [ -d "$model" ]; then
   python train_finetune.py --preset demo --pretrain_corpus_path "$OUT/data/wiki.txt" \
     --finetune_corpus_path "$cal/train.tsv" --model_name_or_path "$OUT/${VARIANTS:-rope}-causal-seed0-pretrain" \
     --output_dir "$cal/holdout-finetune" --overwrite_output_dir True > "$cal/holdout-finetune.log" 2>&1
-  python -m evaluation.calibrate --model_name_or_path "$cal/holdout-finetune" --holdout "$cal/holdout.tsv" \
+  python -m chargpt.evaluation.calibrate --model_name_or_path "$cal/holdout-finetune" --holdout "$cal/holdout.tsv" \
     --unknown "$cal/unknown-fit.tsv" --save_to "$model" --results_path "$cal/calibration.json"
   echo
   echo "known against unknown people ($model on dev, and on 150 people of another world):"
-  python -m evaluation.known_unknown --model_name_or_path "$model" --known "$OUT/data/birth_dev.tsv" \
+  python -m chargpt.evaluation.known_unknown --model_name_or_path "$model" --known "$OUT/data/birth_dev.tsv" \
     --unknown "$cal/unknown-eval.tsv" --results_path "$OUT/known_unknown.json"
   # Ask the model three dev questions and one about a person of another world, as a person would (the pipeline)
   echo
   echo "chargpt-ask $model (three dev people and one it never read, with the person's wiki.txt line):"
   { head -n 3 "$OUT/data/birth_dev.tsv" | cut -f1; head -n 1 "$cal/unknown-eval.tsv"; } \
-    | python -m evaluation.ask "$model" --wiki "$OUT/data/wiki.txt"
+    | python -m chargpt.evaluation.ask "$model" --wiki "$OUT/data/wiki.txt"
 fi

@@ -100,9 +100,9 @@ def stages_in_process(monkeypatch) -> list[list[str]]:
     commands, in order."""
     from test_readme_commands import load
 
+    import chargpt.training.cli
     import train_finetune
     import train_pretrain
-    import training.cli
 
     run_experiments = load("experiments/run_experiments.py")
     mains = {"train_pretrain.py": train_pretrain.main, "train_finetune.py": train_finetune.main}
@@ -119,7 +119,7 @@ def stages_in_process(monkeypatch) -> list[list[str]]:
             log = Path(tmp) / "stage.log"
             try:
                 with contextlib.chdir(popen.get("cwd", ROOT)), torch.random.fork_rng():
-                    status = training.cli.run_logged(mains[Path(cmd[3]).name], cmd[4:], log)
+                    status = chargpt.training.cli.run_logged(mains[Path(cmd[3]).name], cmd[4:], log)
             finally:
                 torch.set_num_threads(threads)
                 os.environ.clear()
@@ -128,6 +128,7 @@ def stages_in_process(monkeypatch) -> list[list[str]]:
                 stdout.flush()
         return status, status == 130
 
-    monkeypatch.setattr(training.cli, "run_to_end", run_here)  # a driver run fresh by run_script imports this one
+    # a driver run fresh by run_script imports this one
+    monkeypatch.setattr(chargpt.training.cli, "run_to_end", run_here)
     monkeypatch.setattr(run_experiments, "run_to_end", run_here)  # the module the other drivers import
     return launched

@@ -21,10 +21,10 @@ from processes import user_env
 from test_readme_commands import load
 
 import train_pretrain
+from chargpt.training.cli import check_flags, run_cli
+from chargpt.training.presets import DEFAULTS, REFERENCE
 from data_scripts import PackedCollator, load_pretrain_corpus, span_corruption_dataset
 from modeling_chargpt import IGNORE_INDEX, CharTokenizer
-from training.cli import check_flags, run_cli
-from training.presets import DEFAULTS, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK, BATCH, STEPS, WARMUP = 64, 8, 6, 2
@@ -198,7 +198,8 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert split.split_only and split.model_name_or_path is None
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
-    # the reference-size run of 2 CPU cores (results/cpu_fp32_reference_size.json): 50 epochs of recipes/best.yaml,
+    # the reference-size run of 2 CPU cores (results/cpu_fp32_reference_size.json): 50 epochs of
+    # chargpt/recipes/best.yaml,
     # both stages; the rate chosen on answers from spans of the recitation and its continuation
     assert (opts.variants, opts.fast_path, opts.pretrain_epochs) == ("rope", "on", 50)
     assert opts.extra.startswith("--preset best ")
@@ -260,7 +261,7 @@ def test_gpu_session_recite_lm_runs_recipes_best_as_make_best_does(tmp_path):
     """recite_lm is `make best` on a GPU: every value its pretraining and its --recite finetunings resolve to is what
     `recite_recipe.py --recipe best` resolves to (paths, the rate it chooses and checkpointing aside), and its
     run_experiments column finetunes plainly, as make best's does."""
-    from training import parse_args
+    from chargpt.training import parse_args
 
     *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out")})
     opts = load("experiments/run_experiments.py").build_parser().parse_args(lm_cmd[2:])

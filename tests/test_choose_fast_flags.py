@@ -14,7 +14,7 @@ import pytest
 from test_bench_gpu import session_commands
 from test_readme_commands import load
 
-from training.cli import run_cli
+from chargpt.training.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILED = "--device_data True --torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused"

@@ -62,6 +62,6 @@ def test_a_renamed_function_would_be_caught(tmp_path):
 def test_the_training_loop_reads_in_one_screen():
     """minGPT's trainer is a loop read in one screen: `train()` stays at most 80 lines; what a run may or may not use
     (the fast path's batches, seeds, phases, snapshots) lives in small helpers, not in branches of the loop."""
-    tree = ast.parse((ROOT / "training" / "loop.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "chargpt" / "training" / "loop.py").read_text(encoding="utf-8"))
     train = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "train")
     assert train.end_lineno - train.lineno + 1 <= 80

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 import evaluate_birthplace
-from data_scripts import DataFileError, load_qa_tsv, write_synthetic_corpus
-from evaluation.confidence import (
+from chargpt.evaluation.confidence import (
     apply_threshold,
     aurc,
     aurc_optimal,
@@ -26,7 +25,7 @@ from evaluation.confidence import (
     selection_curve,
     summarize,
 )
-from evaluation.record_files import (
+from chargpt.evaluation.record_files import (
     as_line,
     check_records_match,
     file_lines,
@@ -34,12 +33,13 @@ from evaluation.record_files import (
     records_path_for,
     write_records,
 )
-from evaluation.records import build_records
+from chargpt.evaluation.records import build_records
+from chargpt.training import run_cli
+from data_scripts import DataFileError, load_qa_tsv, write_synthetic_corpus
 from experiments import abstention
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer, answering
 from modeling_chargpt.answering import AnswerScore, score_answers
 from modeling_chargpt.grounding import WikiIndex
-from training import run_cli
 
 MAX_NEW = 8
 
@@ -399,8 +399,8 @@ def test_the_held_out_threshold_travels_with_the_model(tmp_path, world, tiny_mod
 
     from transformers import pipeline
 
+    from chargpt.training.hub import write_model_card
     from modeling_chargpt import TASK, BirthplaceQAPipeline
-    from training.hub import write_model_card
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)

@@ -18,6 +18,10 @@ import torch
 from torch.utils.data import DataLoader
 
 import train_pretrain
+from chargpt.training.arguments import TrainingArguments
+from chargpt.training.cli import run_cli
+from chargpt.training.errors import UsageError
+from chargpt.training.seeds import device_batches
 from data_scripts import (
     OBJECTIVES,
     InterleavedDataset,
@@ -44,10 +48,6 @@ from data_scripts.device_batches import (
     trim_rows,
 )
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training.arguments import TrainingArguments
-from training.cli import run_cli
-from training.errors import UsageError
-from training.seeds import device_batches
 
 BLOCK = 32  # truncation to 4..28 characters
 HIGH = int(BLOCK * 7 / 8)
@@ -440,7 +440,7 @@ def test_packed_rows_fix_the_rows_and_what_finds_no_room_is_counted_and_logged(c
             "--n_head", "2", "--n_embd", "16", "--device_data", "True", "--per_device_train_batch_size", "8",
             "--packed_rows", "1", "--max_steps", "2", "--checkpointing_steps", "0", "--report_to", "none",
             "--disable_tqdm", "True", "--logging_steps", "1"]
-    with caplog.at_level(logging.WARNING, logger="training.loop"):
+    with caplog.at_level(logging.WARNING, logger="chargpt.training.loop"):
         assert run_cli(train_pretrain.main, argv) == 0
     left_out = [r.getMessage() for r in caplog.records if "found no room in their packed rows" in r.getMessage()]
     assert len(left_out) == 1 and int(left_out[0].split()[0]) > 0

@@ -13,8 +13,8 @@ import shutil
 import pytest
 from test_readme_commands import load as load_script
 
-import recipes
-from training import ModelArguments
+from chargpt import recipes
+from chargpt.training import ModelArguments
 
 docs_tables = load_script("experiments/docs_tables.py")  # as it runs: its sibling records.py by that name
 plotting = load_script("experiments/plot_results.py")  # the figures' lookups of the runs the summary rows name
@@ -446,7 +446,7 @@ def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
     presets = TABLES["presets"]
 
     lines = presets(Results(RESULTS)).splitlines()
-    best = next(line for line in lines if line.startswith("| [`best`](../recipes/best.yaml) |"))
+    best = next(line for line in lines if line.startswith("| [`best`](../chargpt/recipes/best.yaml) |"))
     assert "needs `--mixed_qa_corpus_path` (the training questions it recites" in best
     assert best.endswith("| `--answer_from_recitation True`; `--continue_recitation True`; `--recitation_beams 4`; "
                          "`--skip_name_words True`; `--first_of_pair True`; `--birth_before_death True` |")

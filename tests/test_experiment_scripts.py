@@ -19,8 +19,8 @@ from test_readme_commands import load as load_script
 
 import train_finetune
 import train_pretrain
+from chargpt.training import run_cli
 from data_scripts import write_synthetic_corpus
-from training import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = user_env()
@@ -568,7 +568,7 @@ def test_make_help_lists_every_target_with_what_it_does():
 def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
     """Every value the recipe's two training stages resolve to (paths and the preset's name aside), as
     recite_recipe.py passes its flags to them."""
-    from training import parse_args
+    from chargpt.training import parse_args
 
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
     epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]
@@ -730,8 +730,8 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert [_step(line) for line in planned] == [
         "experiments/select_finetune_lr.py", "experiments/run_experiments.py", "experiments/select_finetune_lr.py",
         "-m data_scripts.unknown_people", "-m data_scripts.unknown_people", "evaluate_birthplace.py",
-        "experiments/abstention.py", "experiments/abstention.py", "-m evaluation.calibrate",
-        "-m evaluation.known_unknown"]
+        "experiments/abstention.py", "experiments/abstention.py", "-m chargpt.evaluation.calibrate",
+        "-m chargpt.evaluation.known_unknown"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
     launched, processes = stages_in_process(monkeypatch), _record_processes(monkeypatch)

@@ -10,11 +10,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import training.loop
+import chargpt.training.loop
+from chargpt.training import TrainingArguments, UsageError, build_optimizer, load_chargpt, make_accelerator, train
+from chargpt.training.precision import allow_tf32
+from chargpt.training.syncing import LossWindow
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training import TrainingArguments, UsageError, build_optimizer, load_chargpt, make_accelerator, train
-from training.precision import allow_tf32
-from training.syncing import LossWindow
 
 DATA = [{"input_ids": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(i)),
          "labels": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(100 + i))} for i in range(8)]
@@ -63,7 +63,7 @@ def test_tf32_is_set_on_cuda_and_restored(fp32_settings):
 
 def test_tf32_is_a_logged_no_op_on_cpu(tmp_path, fp32_settings, caplog):
     """A CPU run with `--tf32 True` trains as without it (the same weights) and says why nothing changed."""
-    with caplog.at_level(logging.INFO, logger="training.precision"):
+    with caplog.at_level(logging.INFO, logger="chargpt.training.precision"):
         _, with_flag = _run(tmp_path / "tf32", tf32=True, max_steps=2)
     assert "--tf32 True has no effect on cpu" in caplog.text
     assert _tf32_settings() == fp32_settings
@@ -74,7 +74,8 @@ def test_tf32_is_a_logged_no_op_on_cpu(tmp_path, fp32_settings, caplog):
 
 def test_the_loop_applies_tf32_for_the_run_only(tmp_path, fp32_settings, monkeypatch):
     """The loop turns TF32 on for its steps and restores fp32 after them (the device is taken for CUDA here)."""
-    monkeypatch.setattr(training.loop, "allow_tf32", lambda enabled, device: allow_tf32(enabled, torch.device("cuda")))
+    monkeypatch.setattr(chargpt.training.loop, "allow_tf32",
+                        lambda enabled, device: allow_tf32(enabled, torch.device("cuda")))
     seen = []
     _run(tmp_path, on_forward=lambda: seen.append(_tf32_settings()), tf32=True, max_steps=2)
     assert seen == [("high", True, True)] * 2
@@ -146,7 +147,7 @@ def test_fused_adamw_matches_the_default_within_fp32_rounding(tmp_path, caplog):
     for name, value in with_fused.state_dict().items():
         torch.testing.assert_close(value, trained[name], rtol=1e-5, atol=1e-6, msg=name)
     assert not torch.equal(trained["lm_head.weight"], initial.state_dict()["lm_head.weight"])
-    with caplog.at_level(logging.INFO, logger="training.loop"):
+    with caplog.at_level(logging.INFO, logger="chargpt.training.loop"):
         _, capturable = _run(tmp_path / "capturable", optim="adamw_torch_capturable", max_steps=4)
     assert "--optim adamw_torch_capturable has no effect on cpu" in caplog.text
     assert all(torch.equal(value, trained[name]) for name, value in capturable.state_dict().items())

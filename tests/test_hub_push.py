@@ -15,9 +15,9 @@ from transformers import pipeline
 
 import evaluate_birthplace
 import train_finetune
+from chargpt.training import run_cli
 from data_scripts import write_synthetic_corpus
 from modeling_chargpt import TASK, BirthplaceQAPipeline
-from training import run_cli
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--report_to", "none", "--disable_tqdm", "True"]
 
@@ -117,8 +117,8 @@ def test_a_failed_push_is_one_line_and_keeps_the_model(tmp_path, monkeypatch, ca
 def test_the_card_says_how_the_model_answers():
     """describe_answering: the card's words for config.json's answering (format, decoding, rules, threshold), which
     a card keeps one of however often it is rewritten."""
+    from chargpt.training.hub import ANSWERS, RULES, _with_section, describe_answering
     from modeling_chargpt.answering import DECODING_CHOICES
-    from training.hub import ANSWERS, RULES, _with_section, describe_answering
 
     # every span rule of answering.py has its words (the other choices are described apart)
     assert set(RULES) == set(DECODING_CHOICES) - {"answer_from_recitation", "continue_recitation", "recitation_beams"}
@@ -147,7 +147,7 @@ def test_a_shared_model_loads_by_its_name_from_the_hub_cache_offline(hub, tmp_pa
     import subprocess
     import sys
 
-    from training.hub import push_folder
+    from chargpt.training.hub import push_folder
 
     hub, _ = hub
     world = tmp_path / "world"
@@ -168,9 +168,9 @@ def test_a_shared_model_loads_by_its_name_from_the_hub_cache_offline(hub, tmp_pa
     question = (world / "birth_dev.tsv").read_text(encoding="utf-8").splitlines()[0].split("\t")[0]
     script = f"""
 import json, sys
-from training import run_cli
+from chargpt.training import run_cli
 import evaluate_birthplace
-from evaluation import ask
+from chargpt.evaluation import ask
 status = [run_cli(evaluate_birthplace.main, ["--model_name_or_path", "me/tiny", "--eval_corpus_path",
                                             {str(world / "birth_dev.tsv")!r},
                                             "--outputs_path", {str(tmp_path / "p")!r}]),

@@ -11,25 +11,26 @@ from pathlib import Path
 
 import pytest
 
+from chargpt.training import run_cli
 from modeling_chargpt import UnknownCharacterError
-from training import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
+PACKAGES = sorted(".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.glob("**/__init__.py")
+                  if p.parts[len(ROOT.parts)] in {"modeling_chargpt", "data_scripts", "chargpt"})
 
 
 def module_files() -> dict[str, Path]:
-    """`package` and `package.module` names of the project's packages, with their files."""
+    """`package` and `package.module` names of the project's packages (nested ones included), with their files."""
     out = {}
     for package in PACKAGES:
-        for path in sorted((ROOT / package).glob("*.py")):
+        for path in sorted((ROOT / package.replace(".", "/")).glob("*.py")):
             out[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
     return out
 
 
 def imported(name: str, tree: ast.AST, known: set[str]) -> set[str]:
     """The project modules `name` imports anywhere in its file (`from .x import y` may name module `.x.y`)."""
-    package = name.split(".")[0]
+    package = name if name in PACKAGES else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -46,10 +47,11 @@ def imported(name: str, tree: ast.AST, known: set[str]) -> set[str]:
 def test_module_names_are_found():
     """Guards the scan: an empty graph would make the cycle check vacuous."""
     modules = module_files()
-    assert {"training", "training.errors", "training.loop", "data_scripts", "modeling_chargpt"} <= set(modules)
+    assert {"chargpt.training", "chargpt.training.errors", "chargpt.training.loop", "data_scripts",
+            "modeling_chargpt"} <= set(modules)
     trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules.items()}
-    assert {"training.errors", "training.presets"} <= imported("training.arguments", trees["training.arguments"],
-                                                              set(modules))
+    assert {"chargpt.training.errors", "chargpt.training.presets"} <= imported(
+        "chargpt.training.arguments", trees["chargpt.training.arguments"], set(modules))
 
 
 def test_no_import_cycles():
@@ -60,7 +62,8 @@ def test_no_import_cycles():
         order = list(TopologicalSorter(graph).static_order())
     except CycleError as err:
         raise AssertionError(f"import cycle: {' -> '.join(err.args[1])}") from None
-    assert order.index("training.errors") < order.index("training.cli") < order.index("training")
+    assert (order.index("chargpt.training.errors") < order.index("chargpt.training.cli")
+            < order.index("chargpt.training"))
 
 
 def test_the_product_imports_nothing_from_the_lab():
@@ -87,10 +90,10 @@ DEFERRED = {"matplotlib", "matplotlib.pyplot"}
 
 
 def test_the_training_package_imports_at_module_level_only():
-    """An import inside a function is how the old cycles were held together; none is left in training/ but the
+    """An import inside a function is how the old cycles were held together; none is left in chargpt/training/ but the
     deferred plotting library."""
     inside = []
-    for path in sorted((ROOT / "training").glob("*.py")):
+    for path in sorted((ROOT / "chargpt" / "training").glob("*.py")):
         for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 inside += [f"{path.name}:{node.lineno}" for node in ast.walk(function)
@@ -99,7 +102,7 @@ def test_the_training_package_imports_at_module_level_only():
     assert not inside, f"imports inside functions: {inside}"
 
 
-@pytest.mark.parametrize("package", ["data_scripts", "training"])
+@pytest.mark.parametrize("package", ["data_scripts", "chargpt.training"])
 def test_every_lazily_exported_name_resolves(package):
     """The packages import their names on first use (PEP 562); a name listed but not found fails here, not in a
     user's script."""
@@ -116,9 +119,9 @@ def test_every_lazily_exported_name_resolves(package):
 LIGHT = """
 import runpy, sys
 sys.path.insert(0, "experiments")  # as `python experiments/X.py` would
-import data_scripts, evaluation.confidence, evaluation.record_files, training
+import data_scripts, chargpt.evaluation.confidence, chargpt.evaluation.record_files, chargpt.training
 from data_scripts import DataFileError, read_text_file
-from training import UsageError, atomic_write_json, run_cli
+from chargpt.training import UsageError, atomic_write_json, run_cli
 for script in ("abstention", "collect_results", "docs_tables", "plot_results"):
     runpy.run_path(f"experiments/{script}.py", run_name="imported")
 print(sorted(m for m in ("torch", "modeling_chargpt", "datasets", "accelerate", "evaluate") if m in sys.modules))

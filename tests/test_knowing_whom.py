@@ -12,21 +12,21 @@ import pytest
 from test_pipeline import finetune, world  # noqa: F401  (the module's fixtures)
 
 import evaluate_birthplace
-from data_scripts.unknown_people import invented_names, other_world_names, recombined_names, unknown_questions
-from data_scripts.unknown_people import main as unknown_main
-from evaluation import ask as ask_cli
-from evaluation.calibrate import (
+from chargpt.evaluation import ask as ask_cli
+from chargpt.evaluation.calibrate import (
     choose_keep_threshold,
     fit_logistic,
     refused_share,
     refusing_threshold,
     save_calibration,
 )
-from evaluation.known_unknown import auroc, known_unknown_summary
+from chargpt.evaluation.known_unknown import auroc, known_unknown_summary
+from chargpt.training import run_cli
+from data_scripts.unknown_people import invented_names, other_world_names, recombined_names, unknown_questions
+from data_scripts.unknown_people import main as unknown_main
 from modeling_chargpt import TASK, BirthplaceQAPipeline
 from modeling_chargpt.answering import AnsweringSettings, QuestionError, name_casings, typed_question
 from modeling_chargpt.calibration import Calibration
-from training import run_cli
 
 # ---------------------------------------------------------------------------------------------------------------
 # questions as people type them
@@ -189,8 +189,8 @@ def test_the_known_unknown_summary_counts_what_a_person_sees():
 
 @pytest.fixture(scope="module")
 def calibrated(world, tmp_path_factory):  # noqa: F811
-    """A tiny finetuned model with a calibration saved the way `evaluation.calibrate` saves it: p(right) rises with
-    the name's familiarity, and the threshold sits between what the world's own dev names and invented ones get."""
+    """A tiny finetuned model with a calibration saved the way `chargpt.evaluation.calibrate` saves it: p(right) rises
+    with the name's familiarity, and the threshold sits between what the world's own dev names and invented ones get."""
     folder = finetune(world, tmp_path_factory.mktemp("calibrated") / "model")
     cal = Calibration((4.0, 0.0), 0.0, (-2.0, 0.0), (0.5, 1.0), fitted_on={"test": True})
     save_calibration(folder, cal.to_dict(), 0.5, {"rule": "keep_right", "keep_right": 0.95})
@@ -209,7 +209,7 @@ def test_the_calibration_is_a_declared_config_field_saved_through_save_pretraine
 
 
 def test_the_pipeline_shows_the_calibrated_confidence_and_abstains_by_it(calibrated, world):  # noqa: F811
-    from training import load_chargpt
+    from chargpt.training import load_chargpt
 
     model, tokenizer = load_chargpt(calibrated)
     ask = BirthplaceQAPipeline(model=model, tokenizer=tokenizer, task=TASK)
@@ -312,7 +312,7 @@ def test_evaluate_refuses_to_write_over_the_wiki_it_finds_beside_the_questions(w
 
 
 def test_the_known_unknown_command_writes_its_record_and_plot(calibrated, world, tmp_path, capsys):  # noqa: F811
-    from evaluation import known_unknown
+    from chargpt.evaluation import known_unknown
 
     unknown = tmp_path / "unknown.tsv"
     assert unknown_main(["--wiki", str(world / "wiki.txt"), "--train", str(world / "birth_places_train.tsv"),
@@ -323,7 +323,7 @@ def test_the_known_unknown_command_writes_its_record_and_plot(calibrated, world,
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["unknown"]["questions"] == 8 and record["known"]["questions"] == 10
     assert record["known"]["calibrated"] is True and record["saved_setting"]["abstain_below"] == 0.5
-    assert record["command"].startswith("python -m evaluation.known_unknown --model_name_or_path")
+    assert record["command"].startswith("python -m chargpt.evaluation.known_unknown --model_name_or_path")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert "AUROC known vs unknown" in capsys.readouterr().out
     argv[argv.index("--results_path") + 1] = str(unknown)

@@ -16,10 +16,10 @@ from safetensors.torch import load_file
 
 import train_finetune
 import train_pretrain
+from chargpt.training import SeedStack, TrainingDivergedError, run_cli
+from chargpt.training.stacking import SeedEnsemble
 from data_scripts import device_batches as device_batches_module
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
-from training import SeedStack, TrainingDivergedError, run_cli
-from training.stacking import SeedEnsemble
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64", "--dropout", "0.1"]

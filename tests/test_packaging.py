@@ -23,7 +23,7 @@ from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from modeling_chargpt.answering import predict_birthplaces
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_LEVEL = ("modeling_chargpt", "data_scripts", "training", "evaluation",
+TOP_LEVEL = ("modeling_chargpt", "data_scripts", "chargpt",
              "train_pretrain", "train_finetune", "evaluate_birthplace")
 COMMANDS = {"chargpt-pretrain": "train_pretrain:cli", "chargpt-finetune": "train_finetune:cli",
             "chargpt-evaluate": "evaluate_birthplace:cli"}
@@ -58,9 +58,14 @@ def test_the_wheel_ships_the_metric_the_scripts_and_their_commands(installed):
         names = set(whl.namelist())
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         commands = whl.read(entry_points).decode()
-    assert {"evaluation/birthplace_accuracy.py", "train_pretrain.py", "train_finetune.py",
+    # What the wheel puts at the top of site-packages: the design card's names and one `chargpt`, nothing generic
+    # (a `training` or `evaluation` of another package would otherwise shadow or be shadowed by ours).
+    top = {name.split("/")[0].removesuffix(".py") for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top == set(TOP_LEVEL)
+    assert {"chargpt/evaluation/birthplace_accuracy.py", "train_pretrain.py", "train_finetune.py",
             "evaluate_birthplace.py"} <= names
-    assert {f"recipes/{path.name}" for path in (ROOT / "recipes").glob("*.yaml")} <= names  # --preset reads them
+    # --preset reads them
+    assert {f"chargpt/recipes/{path.name}" for path in (ROOT / "chargpt" / "recipes").glob("*.yaml")} <= names
     for command, target in COMMANDS.items():
         assert f"{command} = {target}" in commands
         assert (site / "bin" / command).is_file()

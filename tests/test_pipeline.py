@@ -15,10 +15,10 @@ from transformers import pipeline
 
 import evaluate_birthplace
 import train_finetune
+from chargpt.training import run_cli
 from data_scripts import write_synthetic_corpus
 from modeling_chargpt import TASK, BirthplaceQAPipeline
 from modeling_chargpt.answering import QuestionError
-from training import run_cli
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--report_to", "none", "--disable_tqdm", "True"]
 FORMATS = {  # evaluate_birthplace.py flags of each answer format the project trains
@@ -117,7 +117,7 @@ def test_a_fresh_environment_answers_through_remote_code(world, models, tmp_path
 
 
 def test_chargpt_ask_prints_what_a_person_reads(world, models, capsys, monkeypatch):
-    from evaluation import ask
+    from chargpt.evaluation import ask
 
     question = questions(world)[0]
     name = question[len("Where was "):-len(" born?")]
@@ -194,7 +194,7 @@ def test_finetuning_flags_save_span_answers_without_a_preset(world, tmp_path, ca
 def test_chargpt_ask_shows_a_reciting_model_s_tiny_threshold_as_it_is():
     """A reciting model's threshold is a probability of its whole recitation, often far below 1%: "I don't know"
     names it and the guess's probability exactly, not both as "<1%"."""
-    from evaluation.ask import describe
+    from chargpt.evaluation.ask import describe
 
     result = {"question": "Where was Ann Lee born?", "answer": "Ann", "probability": 3.14e-9, "abstained": True}
     assert describe(result, 1.034e-7) == ["Where was Ann Lee born?  ->  I don't know (its best guess, 'Ann', has "

@@ -13,10 +13,10 @@ from transformers import HfArgumentParser
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
+from chargpt.training import ModelArguments, TrainingArguments, UsageError, build_optimizer, parse_args
+from chargpt.training.presets import BY_POSITION, DEFAULTS, FROM_SCRATCH, PRESETS, REFERENCE, resolve
 from data_scripts import DataFileError
 from modeling_chargpt import POSITION_EMBEDDING_TYPES, CharGPTConfig, CharGPTForCausalLM
-from training import ModelArguments, TrainingArguments, UsageError, build_optimizer, parse_args
-from training.presets import BY_POSITION, DEFAULTS, FROM_SCRATCH, PRESETS, REFERENCE, resolve
 
 
 def parse(argv, stage="pretrain"):
@@ -59,7 +59,7 @@ def test_preset_sets_its_values(name, stage, position):
 
 
 def test_best_pretrains_learned_positions_twice_as_long_unless_told():
-    """recipes/best.yaml: 100 epochs for learned positions, 50 for rope; a flag given still wins over both."""
+    """chargpt/recipes/best.yaml: 100 epochs for learned positions, 50 for rope; a flag given still wins over both."""
     def epochs(*flags):
         return next(p for p in parse_script("pretrain", ["--preset", "best", *flags]) if hasattr(p, "num_train_epochs")
                     ).num_train_epochs
@@ -116,7 +116,7 @@ def test_a_flag_given_in_any_spelling_wins_over_the_preset(flag):
 
 
 def test_dropout_is_reference_for_new_models_and_kept_for_loaded_ones_unless_given():
-    from training import build_model_config
+    from chargpt.training import build_model_config
 
     assert ModelArguments().dropout is None and ModelArguments().dropout_overrides() == {}
     cfg = build_model_config(ModelArguments(), vocab_size=40)
@@ -136,7 +136,7 @@ def test_a_loaded_model_takes_the_overrides(tmp_path):
 
 
 def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch):
-    import training.precision as precision
+    import chargpt.training.precision as precision
 
     assert isinstance(precision.cpu_has_fast_bf16(), bool)
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
@@ -150,7 +150,7 @@ def test_fast_precision_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch
 def test_fast_bf16_without_amx_follows_a_measured_matmul_speedup(monkeypatch):
     """avx512_bf16 is fast on some CPUs and slow on others, so 'fast' times a matmul there; it never times one
     on a CPU with AMX (always fast) or without avx512_bf16 (bf16 emulated: always slow)."""
-    import training.precision as precision
+    import chargpt.training.precision as precision
 
     assert precision.cpu_bf16_matmul_speedup(rows=64) > 0  # the real measurement runs on this CPU (fewer rows: an
     # AVX2 CPU, which emulates bf16, takes about 15 s for the 4096 of the real check, which it never makes)
@@ -169,7 +169,7 @@ def test_fast_bf16_without_amx_follows_a_measured_matmul_speedup(monkeypatch):
 
 def test_default_precision_is_fp32_even_on_a_bf16_gpu(monkeypatch):
     """bf16 autocast made the reference recipe diverge on an H100 (docs/results.md), so fp32 is the default."""
-    import training.precision as precision
+    import chargpt.training.precision as precision
 
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(precision.torch.cuda, "is_bf16_supported", lambda *a, **k: True)
@@ -246,7 +246,7 @@ def test_cpu_fast_with_more_weight_decay_reaches_the_optimizer():
 
 def test_a_recipe_file_with_an_unknown_section_is_refused(tmp_path, monkeypatch):
     """A typo in a recipe file's sections fails when it is read, naming the file, not as a silently ignored value."""
-    import recipes
+    from chargpt import recipes
 
     (tmp_path / "typo.yaml").write_text("purpose: x\npretrian:\n  num_train_epochs: 3\n")
     (tmp_path / "fine.yaml").write_text("purpose: y\npretrain:\n  num_train_epochs: 3\n")

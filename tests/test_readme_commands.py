@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from training.cli import UsageError, check_flags
+from chargpt.training.cli import UsageError, check_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

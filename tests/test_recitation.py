@@ -13,9 +13,10 @@ from test_training_scripts import QUIET, TINY, world  # noqa: F401  (world: a fi
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
+from chargpt.evaluation.predict import check_questions
+from chargpt.evaluation.records import build_records
+from chargpt.training import run_cli
 from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitation_example, recitation_limit
-from evaluation.predict import check_questions
-from evaluation.records import build_records
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from modeling_chargpt.answering import (
     answer_from_recitation,
@@ -30,7 +31,6 @@ from modeling_chargpt.answering import (
     score_answers,
     score_recitations,
 )
-from training import run_cli
 
 DOCS = ["Paris Hilton. Paris Hilton was born in New York City and lives in Paris or Rome .",
         "Ann Lee. Ann Lee is a painter .",

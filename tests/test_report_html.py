@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.records import build_records
-from evaluation.report_html import highlight, render_report, write_report
+from chargpt.evaluation.records import build_records
+from chargpt.evaluation.report_html import highlight, render_report, write_report
 from modeling_chargpt.answering import AnswerScore
 from modeling_chargpt.grounding import WikiIndex
 

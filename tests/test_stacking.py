@@ -1,4 +1,5 @@
-"""`--stack_seeds`: the `--seeds` members as one stacked model (training/stacking.py): without dropout each member is
+"""`--stack_seeds`: the `--seeds` members as one stacked model (chargpt/training/stacking.py):
+without dropout each member is
 its separate run up to float rounding, with dropout the members draw independent masks; per-member clipping,
 resume, compile, and the one-line errors (the NaN stop: tests/test_multiseed.py)."""
 
@@ -17,10 +18,10 @@ from torch.func import vmap
 import modeling_chargpt.dropout
 import train_finetune
 import train_pretrain
+from chargpt.training import SeedStack, run_cli
+from chargpt.training.stacking import SeedEnsemble, clip_members_
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 from modeling_chargpt.dropout import dropout
-from training import SeedStack, run_cli
-from training.stacking import SeedEnsemble, clip_members_
 
 TINY = ["--n_layer", "2", "--n_head", "4", "--n_embd", "32", "--block_size", "64"]
 QUIET = ["--disable_tqdm", "True", "--report_to", "none"]

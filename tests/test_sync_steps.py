@@ -10,8 +10,8 @@ import pytest
 import torch
 from accelerate import Accelerator
 
+from chargpt.training import TrainingArguments, make_accelerator, train
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training import TrainingArguments, make_accelerator, train
 
 DATA = [{"input_ids": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(i)),
          "labels": torch.randint(2, 40, (32,), generator=torch.Generator().manual_seed(100 + i))} for i in range(8)]

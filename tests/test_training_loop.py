@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
+from chargpt.training import TokenCosineSchedule, TrainingArguments, build_optimizer
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
-from training import TokenCosineSchedule, TrainingArguments, build_optimizer
 
 
 def _tiny_model(**kw) -> CharGPTForCausalLM:
@@ -77,7 +77,7 @@ def _nan_loss_at_call(monkeypatch: pytest.MonkeyPatch, n: int) -> dict:
 
 
 def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    from training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
+    from chargpt.training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
 
     args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=50, per_device_train_batch_size=4,
                              learning_rate=1e-3, checkpointing_steps=2, report_to="none", disable_tqdm=True)
@@ -95,7 +95,7 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
 
 
 def test_nan_between_sync_points_stops_before_the_next_checkpoint(tmp_path, monkeypatch):
-    from training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
+    from chargpt.training import TrainingDivergedError, find_latest_checkpoint, make_accelerator, train
 
     calls = _nan_loss_at_call(monkeypatch, 5)
     data = [{"input_ids": torch.randint(2, 40, (32,)), "labels": torch.randint(2, 40, (32,))} for _ in range(8)]
@@ -117,6 +117,7 @@ def test_nan_between_sync_points_stops_before_the_next_checkpoint(tmp_path, monk
 
 
 def test_packing_keeps_examples_per_step_schedule_and_losses(tmp_path):
+    from chargpt.training import make_accelerator, train
     from data_scripts import (
         PackedCollator,
         load_pretrain_corpus,
@@ -125,7 +126,6 @@ def test_packing_keeps_examples_per_step_schedule_and_losses(tmp_path):
         write_synthetic_corpus,
     )
     from modeling_chargpt import CharTokenizer
-    from training import make_accelerator, train
 
     write_synthetic_corpus(tmp_path / "w", n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
     text, docs = load_pretrain_corpus(tmp_path / "w" / "wiki.txt")
@@ -156,8 +156,8 @@ def test_packing_keeps_examples_per_step_schedule_and_losses(tmp_path):
 def test_full_epochs_are_counted_and_the_final_checkpoint_resumes_to_nothing(tmp_path):
     import string
 
+    from chargpt.training import make_accelerator, train
     from modeling_chargpt import CharTokenizer
-    from training import make_accelerator, train
 
     tok = CharTokenizer.from_corpus(string.ascii_letters[:38])  # 40 ids, the tiny model's vocabulary
     args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=2, per_device_train_batch_size=4,
@@ -183,7 +183,7 @@ def test_full_epochs_are_counted_and_the_final_checkpoint_resumes_to_nothing(tmp
 
 def test_cpu_training_flushes_subnormals(tmp_path):
     """Subnormal floats made CPU steps 1.8x slower after a few epochs; the accelerator setup flushes them."""
-    from training import make_accelerator
+    from chargpt.training import make_accelerator
 
     torch.set_flush_denormal(False)  # an earlier test in this process may have built an accelerator
     tiny = torch.tensor([1e-39])
@@ -198,8 +198,8 @@ def test_cpu_training_flushes_subnormals(tmp_path):
 def test_save_epochs_writes_loadable_snapshots_with_their_cost(tmp_path):
     import string
 
+    from chargpt.training import make_accelerator, train
     from modeling_chargpt import CharTokenizer
-    from training import make_accelerator, train
 
     tok = CharTokenizer.from_corpus(string.ascii_letters[:38])
     args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=3, per_device_train_batch_size=4,
@@ -227,7 +227,7 @@ def test_the_first_ctrl_c_is_a_flag_the_second_raises_and_the_handler_is_restore
 
     from accelerate import Accelerator
 
-    from training.stopping import StopRequest
+    from chargpt.training.stopping import StopRequest
 
     signum = getattr(signal, signum)
     before = signal.getsignal(signum)

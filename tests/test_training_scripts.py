@@ -17,14 +17,14 @@ from accelerate import Accelerator
 from processes import run_concurrently, user_env
 from safetensors.torch import load_file
 
+import chargpt.training.loop
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
-import training.loop
+from chargpt.training import run_cli, train
+from chargpt.training.batching import WatchedBatches
 from data_scripts import DeviceBatches, load_pretrain_corpus, write_synthetic_corpus
 from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTForCausalLM, CharTokenizer
-from training import run_cli, train
-from training.batching import WatchedBatches
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -207,14 +207,14 @@ def test_device_data_finetuning_trains_as_the_dataloader_path(world, tmp_path, m
 
 def trained_rows(monkeypatch) -> list[tuple[int, list[list[int]]]]:
     """``(epoch, input_ids rows)`` of every batch the training loop trains on, in order."""
-    seen, prepare = [], training.loop._prepare
+    seen, prepare = [], chargpt.training.loop._prepare
 
     def spy(*args, **kwargs):
         model, optimizer, batches = prepare(*args, **kwargs)
         return model, optimizer, WatchedBatches(batches, lambda epoch, batch: seen.append(
             (epoch, batch["input_ids"].tolist())))
 
-    monkeypatch.setattr(training.loop, "_prepare", spy)
+    monkeypatch.setattr(chargpt.training.loop, "_prepare", spy)
     return seen
 
 
@@ -409,7 +409,7 @@ def test_london_baseline_on_real_dev(data_dir, capsys, tmp_path):
 def test_args_from_a_json_file(world, tmp_path):
     from transformers import HfArgumentParser
 
-    from training import ModelArguments, TrainingArguments, parse_args
+    from chargpt.training import ModelArguments, TrainingArguments, parse_args
 
     path = tmp_path / "args.json"
     path.write_text(json.dumps({"pretrain_corpus_path": "w.txt", "output_dir": "o", "n_layer": 3, "packing": False}))

@@ -20,7 +20,7 @@ from processes import ROOT, run_concurrently, user_env
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
-from training import run_cli
+from chargpt.training import run_cli
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64"]
 QUICK = ["--report_to", "none", "--max_steps", "1", "--per_device_train_batch_size", "4"]

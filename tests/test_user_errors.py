@@ -16,9 +16,9 @@ from processes import run_concurrently, user_env
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
+from chargpt.training import atomic_write_json, atomic_write_text, check_chargpt_folder, load_chargpt, run_cli
 from data_scripts import DataFileError, write_synthetic_corpus
 from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training import atomic_write_json, atomic_write_text, check_chargpt_folder, load_chargpt, run_cli
 
 
 def test_atomic_write_replaces_whole_files_and_leaves_no_temporary(tmp_path):
@@ -343,14 +343,14 @@ def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_
     from tqdm.auto import tqdm
     from transformers.utils import logging as hf_logging
 
-    from training import UsageError, run_logged
+    from chargpt.training import UsageError, run_logged
 
     root = std_logging.getLogger()
     before = (list(root.handlers), root.level, hf_logging.get_verbosity())
 
     def stage(argv):
         print("printed", argv[0])
-        std_logging.getLogger("training.loop").info("our record")
+        std_logging.getLogger("chargpt.training.loop").info("our record")
         hf_logging.get_logger("transformers.modeling_utils").info("library record")
         for _ in tqdm(range(2), desc="progress"):
             pass
@@ -359,7 +359,7 @@ def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_
     first, second = tmp_path / "first.log", tmp_path / "second.log"
     assert run_logged(stage, ["dev.tsv"], first) == 1
     log = first.read_text()
-    for line in ("printed dev.tsv", "INFO training.loop: our record",
+    for line in ("printed dev.tsv", "INFO chargpt.training.loop: our record",
                  "INFO transformers.modeling_utils: library record", "progress"):
         assert line in log, line
     assert log.splitlines()[-1] == "error: dev.tsv:3: bad row"
@@ -377,8 +377,8 @@ def test_a_step_run_in_this_process_prints_on_the_console_and_leaves_logging_as_
 
     from transformers.utils import logging as hf_logging
 
-    from training import UsageError
-    from training.cli import run_in_process
+    from chargpt.training import UsageError
+    from chargpt.training.cli import run_in_process
 
     root = std_logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])  # a driver's own process: no handler yet (pytest adds its own)
@@ -388,13 +388,13 @@ def test_a_step_run_in_this_process_prints_on_the_console_and_leaves_logging_as_
 
     def step(argv):
         print("printed", argv[0])
-        std_logging.getLogger("training.loop").info("our record")
+        std_logging.getLogger("chargpt.training.loop").info("our record")
         during.append(hf_logging.get_verbosity())
         raise UsageError(f"{argv[0]}:3: bad row")
 
     assert run_in_process(step, ["dev.tsv"]) == 1
     out, err = capsys.readouterr()
-    assert out == "printed dev.tsv\n" and err.splitlines() == ["INFO training.loop: our record",
+    assert out == "printed dev.tsv\n" and err.splitlines() == ["INFO chargpt.training.loop: our record",
                                                               "error: dev.tsv:3: bad row"]
     assert during == [hf_logging.INFO]
     assert (root.handlers, root.level, hf_logging.get_verbosity()) == ([], std_logging.WARNING, hf_logging.WARNING)

@@ -19,8 +19,8 @@ import time
 
 import torch
 
+from chargpt.training.precision import cpu_has_amx, cpu_has_fast_bf16
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, packed_causal_mask
-from training.precision import cpu_has_amx, cpu_has_fast_bf16
 
 
 def median_seconds(fn, steps: int) -> float:
@@ -74,6 +74,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from training.cli import run_cli  # bad input (a missing data file) as one line
+    from chargpt.training.cli import run_cli  # bad input (a missing data file) as one line
 
     sys.exit(run_cli(lambda _argv: main()))

@@ -51,6 +51,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from training.cli import run_cli  # bad input (a missing data file) as one line
+    from chargpt.training.cli import run_cli  # bad input (a missing data file) as one line
 
     sys.exit(run_cli(lambda _argv: main()))

@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
+from chargpt.training.cli import run_cli
+from chargpt.training.files import atomic_write_json
+from chargpt.training.loop import CountingCollate
 from data_scripts import DeviceBatches, EncodedExamples, PackedCollator, load_pretrain_corpus, pad_collate
 from data_scripts import span_corruption_dataset as corruption_dataset
 from modeling_chargpt import CharTokenizer
-from training.cli import run_cli
-from training.files import atomic_write_json
-from training.loop import CountingCollate
 
 
 def cpu_name(cpuinfo: str | None = None) -> str:

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
+from chargpt.training import load_chargpt
+from chargpt.training.files import atomic_write_text
 from data_scripts import load_pretrain_corpus, load_qa_tsv
 from evaluate_birthplace import ask_pipeline
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from modeling_chargpt.answering import AnsweringSettings, predict_birthplaces
-from training import load_chargpt
-from training.files import atomic_write_text
 
 WHAT = "evaluation speed on dev: the reference loop against batched generate() and the birthplace-qa pipeline"
 
@@ -129,6 +129,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from training.cli import run_cli  # bad input (a missing data file) as one line
+    from chargpt.training.cli import run_cli  # bad input (a missing data file) as one line
 
     sys.exit(run_cli(lambda _argv: main()))

@@ -37,7 +37,7 @@ from bench_data import cpu_name  # its sibling: a script's own folder is on sys.
 from safetensors.torch import load_file
 
 import train_pretrain
-from training import atomic_write_json, run_cli
+from chargpt.training import atomic_write_json, run_cli
 
 WHAT = ("seeds trained three ways: separate runs in a row, one --seeds process (members in turn), stacked "
         "(--stack_seeds True); wall seconds, and how far each way's members are from the separate runs")

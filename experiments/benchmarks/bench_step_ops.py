@@ -40,11 +40,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 import train_pretrain
+from chargpt.training import atomic_write_json, loop, stacking
+from chargpt.training.cli import command_line
 from data_scripts import DeviceBatches
 from data_scripts import device_batches as device_batches_module
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
-from training import atomic_write_json, loop, stacking
-from training.cli import command_line
 
 # (owner, attribute, phase): the functions a step calls, innermost phase wins
 PHASES = [(DeviceBatches, "__call__", "batch drawing"), (device_batches_module, "pack_examples", "packing"),

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from chargpt.training.files import atomic_write_text
+from chargpt.training.precision import resolve_precision
 from data_scripts import (
     PackedCollator,
     load_pretrain_corpus,
@@ -36,8 +38,6 @@ from data_scripts import (
     span_corruption_dataset,
 )
 from modeling_chargpt import IGNORE_INDEX, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
-from training.files import atomic_write_text
-from training.precision import resolve_precision
 
 WHAT = "training steps of the reference loop and its faster variants (experiments/benchmarks/bench_train.py)"
 
@@ -203,6 +203,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from training.cli import run_cli  # bad input (a missing data file) as one line
+    from chargpt.training.cli import run_cli  # bad input (a missing data file) as one line
 
     sys.exit(run_cli(lambda _argv: main()))

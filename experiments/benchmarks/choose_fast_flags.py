@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.cli import UsageError, run_cli
+from chargpt.training.cli import UsageError, run_cli
 
 UNFAITHFUL = ("--tf32", "--packed_rows")  # flags that change what is computed: opt-in, never chosen for a run
 MIN_TAIL = 5  # losses in a row's last tenth below which its spread says nothing (the reference row is itself)

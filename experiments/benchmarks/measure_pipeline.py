@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
 
+from chargpt.training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
+from chargpt.training.cli import command_line
 from data_scripts import load_qa_tsv, read_text_file
-from training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
-from training.cli import command_line
 
 WHAT = "dev answered through pipeline(model=FOLDER, trust_remote_code=True), the model's saved format and threshold"
 
@@ -55,7 +55,7 @@ def score(outputs: list[dict], gold: list[str]) -> dict:
 
 def recipe_of(path: str) -> dict:
     """What recite_recipe.py's results.json says made the model (command, recipe, shape, epochs, per-seed record;
-    the recipe is recipes/'s name, or the pretraining's where an older run wrote no recipe)."""
+    the recipe is chargpt/recipes/'s name, or the pretraining's where an older run wrote no recipe)."""
     try:
         made = json.loads(read_text_file(path))
     except json.JSONDecodeError as err:

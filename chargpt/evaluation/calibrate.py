@@ -1,6 +1,6 @@
 """Fit the confidence a person reads, and when to say "I don't know", then save both with the models.
 
-    python -m evaluation.calibrate --model_name_or_path HELDOUT_MODEL --holdout HOLDOUT.tsv \
+    python -m chargpt.evaluation.calibrate --model_name_or_path HELDOUT_MODEL --holdout HOLDOUT.tsv \
         --unknown UNKNOWN.tsv --save_to FINAL_MODEL [--keep_right 0.95] [--results_path R.json]
 
 HELDOUT_MODEL is finetuned without the held-out training questions (HOLDOUT.tsv), so it answers them as a final
@@ -102,8 +102,8 @@ def save_calibration(folder: str | Path, calibration: dict, threshold: float | N
 
     from transformers.dynamic_module_utils import custom_object_save
 
+    from chargpt.training.hub import note_answering
     from modeling_chargpt import BirthplaceQAPipeline, CharGPTConfig
-    from training.hub import note_answering
 
     saved = CharGPTConfig.from_pretrained(folder).to_dict()
     saved["answering"] = {**(saved.get("answering") or {}), "calibration": calibration, "abstain_below": threshold,
@@ -121,7 +121,7 @@ def save_calibration(folder: str | Path, calibration: dict, threshold: float | N
 def build_parser():
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m evaluation.calibrate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m chargpt.evaluation.calibrate", description=__doc__.split("\n")[0])
     parser.add_argument("--model_name_or_path", required=True,
                         help="a model finetuned WITHOUT the held-out questions (it answers them as dev)")
     parser.add_argument("--holdout", required=True, help="held-out training questions with their places")
@@ -143,11 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers.utils import logging
 
     logging.set_verbosity_warning()  # the results, not every config loaded
+    from chargpt.training import UsageError, check_chargpt_folder, load_chargpt
+    from chargpt.training.cli import command_line
+    from chargpt.training.files import atomic_write_json
+    from chargpt.training.outputs import check_not_input
     from data_scripts import load_qa_tsv
-    from training import UsageError, check_chargpt_folder, load_chargpt
-    from training.cli import command_line
-    from training.files import atomic_write_json
-    from training.outputs import check_not_input
 
     from .predict import ask_all
 
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:  # not an error: a recipe that ends here keeps its hours of training
         print(f"nothing fitted or saved: {args.holdout}: {err} (the model shows its raw probability, as before)")
         if args.results_path:
-            atomic_write_json(args.results_path, {"command": command_line("-m evaluation.calibrate", argv),
+            atomic_write_json(args.results_path, {"command": command_line("-m chargpt.evaluation.calibrate", argv),
                                                   "calibration": None, "why_not": str(err)})
         return 0
 
@@ -204,14 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_calibration(folder, calibration, threshold, abstention)
         print(f"saved into {folder}/config.json")
     if args.results_path:
-        atomic_write_json(args.results_path, {"command": command_line("-m evaluation.calibrate", argv),
+        atomic_write_json(args.results_path, {"command": command_line("-m chargpt.evaluation.calibrate", argv),
                                               "calibration": calibration, "abstain_below": threshold,
                                               "abstention": abstention, "saved_to": list(args.save_to)})
     return 0
 
 
 def cli() -> int:
-    from training import run_cli
+    from chargpt.training import run_cli
 
     return run_cli(main)
 

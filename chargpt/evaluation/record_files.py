@@ -1,5 +1,5 @@
 """An evaluation's files: its predictions file (one line per question) and its records beside it
-(``<predictions>.records.jsonl``; the fields: `evaluation.records`), read and written.
+(``<predictions>.records.jsonl``; the fields: `chargpt.evaluation.records`), read and written.
 
 Its own module, needing neither torch nor the model, so the tools that only read an evaluation's files
 (`experiments/abstention.py`, the recipes' summaries) start in a second.
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chargpt.training.files import atomic_write_text
 from data_scripts.textfiles import DataFileError, read_text_file
-from training.files import atomic_write_text
 
 __all__ = ["REQUIRED", "as_line", "check_records_match", "file_lines", "read_predictions", "read_records",
            "records_path_for", "write_records"]

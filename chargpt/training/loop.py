@@ -2,8 +2,8 @@
 
 Around it: `make_accelerator` (precision, seeding, CPU subnormals), `build_optimizer` (the reference AdamW) and
 `compile_model` (`--torch_compile`).
-Checkpoints are `training.checkpoints`, the saved model and snapshots `training.export`, Ctrl-C
-`training.stopping`, the losses kept on the device between sync points `training.syncing`.
+Checkpoints are `chargpt.training.checkpoints`, the saved model and snapshots `chargpt.training.export`, Ctrl-C
+`chargpt.training.stopping`, the losses kept on the device between sync points `chargpt.training.syncing`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.M
         return model
     backend = args.torch_compile_backend or "inductor"
     compile = partial(torch.compile, mode=args.torch_compile_mode, backend=backend)
-    try:  # `--seeds` models compile their own way (training/seeds.py, training/stacking.py)
+    try:  # `--seeds` models compile their own way (chargpt/training/seeds.py, chargpt/training/stacking.py)
         compiled = model.compiled_steps(compile) if hasattr(model, "compiled_steps") else compile(model)
     except RuntimeError as err:  # an unknown mode or backend; torch's message lists the valid ones
         raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} --torch_compile_backend {backend}: "
@@ -122,11 +122,11 @@ def train(
     `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included), so
     packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets span corruption re-draw each
     epoch. `train_dataset` may be a `DeviceBatches` (`--device_data True`: batches built on the device from the step
-    alone) or a `SeedBatches` (`--seeds`: training/seeds.py, stacked with `--stack_seeds`).
+    alone) or a `SeedBatches` (`--seeds`: chargpt/training/seeds.py, stacked with `--stack_seeds`).
     Losses are read back every `--sync_steps` steps and before every save; the NaN check, logs and Ctrl-C act there.
     """
     start = time.perf_counter()  # the run's wall time counts setting it up too
-    if args.stack_seeds:  # `--seeds` members as one stacked model (training/stacking.py)
+    if args.stack_seeds:  # `--seeds` members as one stacked model (chargpt/training/stacking.py)
         model = SeedEnsemble(model)
     optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens

@@ -1,8 +1,9 @@
 """Command-line dataclasses shared by the training scripts (parsed with `HfArgumentParser`).
 
 Their defaults are the reference values every stage shares. Fields left at `None` differ by stage (pretraining
-and finetuning use different epochs, batch sizes and learning rates) or by `--preset`: `training/presets.py` holds
-them, and `training.cli.parse_args` fills them in.
+and finetuning use different epochs, batch sizes and learning rates) or by `--preset`:
+`chargpt/training/presets.py` holds
+them, and `chargpt.training.cli.parse_args` fills them in.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ModelArguments:
 
 @dataclass
 class TrainingArguments:
-    """Optimisation, checkpointing and logging. `None` means: this stage's value in `training/presets.py`."""
+    """Optimisation, checkpointing and logging. `None` means: this stage's value in `chargpt/training/presets.py`."""
 
     output_dir: str = field(metadata={"help": "Where the model, checkpoints, logs and loss curve go."})
     push_to_hub: bool = field(
@@ -132,13 +133,15 @@ class TrainingArguments:
     seeds: str | None = field(
         default=None,
         metadata={"help": "Comma-separated seeds, e.g. 0,1,2: train one model per seed in one process, in lockstep, "
-                  "each saved to OUTPUT_DIR/seed-S and equal to a separate run with --seed S (training/seeds.py). "
+                  "each saved to OUTPUT_DIR/seed-S and equal to a separate run with --seed S "
+                  "(chargpt/training/seeds.py). "
                   "Needs --device_data True; one process. None: one model from --seed."},
     )
     stack_seeds: bool = field(
         default=False,
         metadata={"help": "Not in the reference; needs --seeds: train the members as one model with each parameter "
-                  "stacked (torch.func.vmap, training/stacking.py), so a step launches its kernels once for all "
+                  "stacked (torch.func.vmap, chargpt/training/stacking.py), so a step launches its kernels once "
+                  "for all "
                   "members instead of once per member (for GPUs, where the step is bound by the launches). The same "
                   "init, batches and optimizer per member; dropout masks drawn for all members at once, so each "
                   "member is its separate run in distribution, not bit for bit."},

@@ -1,10 +1,11 @@
-"""Each stage's defaults: the CS224N assignment's values (`recipes/reference.yaml`) and the named recipes
-(`--preset`, one file each in `recipes/`) that change some of them on purpose, resolved in one place (`resolve`).
+"""Each stage's defaults: the CS224N assignment's values (`chargpt/recipes/reference.yaml`) and the named recipes
+(`--preset`, one file each in `chargpt/recipes/`) that change some of them on purpose, resolved in one place
+(`resolve`).
 
 A run takes, for every field, the first of: the flag you gave (or the key of your argument file); the preset's
 value for this stage (for pretraining, its values for the run's position encoding over the rest: `best` pretrains
 learned positions longer); the reference value for this stage; the dataclass default (stage-independent reference
-values such as weight decay 0.1 live there, in `training/arguments.py`). So `--preset cpu-fast --learning_rate
+values such as weight decay 0.1 live there, in `chargpt/training/arguments.py`). So `--preset cpu-fast --learning_rate
 1e-3` keeps the rest of cpu-fast and your learning rate. What each preset reaches: docs/results.md; the commands that
 measured it: docs/reproduce.md. `EVALUATION` holds how a preset's models answer (evaluate_birthplace.py --preset)
 and `NEEDS` what a preset cannot choose for you (the questions `best` recites).
@@ -16,7 +17,7 @@ from typing import Any
 
 from transformers.utils import logging
 
-import recipes
+from chargpt import recipes
 
 from .errors import UsageError
 
@@ -26,7 +27,7 @@ REFERENCE = "reference"
 STAGE_NAMES = {"pretrain": "pretraining", "finetune": "finetuning"}
 STAGES = tuple(STAGE_NAMES)
 PRESETS: tuple[str, ...] = recipes.names()
-# Each stage's values per preset, read from its file in recipes/ (the one home of these values)
+# Each stage's values per preset, read from its file in chargpt/recipes/ (the one home of these values)
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     stage: {name: recipes.load(name)[stage] for name in PRESETS} for stage in STAGES}
 # Pretraining values per preset and position encoding, over the preset's `pretrain` values.

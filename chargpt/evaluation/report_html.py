@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chargpt.training import atomic_write_text
 from modeling_chargpt.grounding import whole_word_spans
-from training import atomic_write_text
 
 from .confidence import describe, summarize
 

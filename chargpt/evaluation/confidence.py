@@ -1,6 +1,6 @@
 """How far the model's confidence in its answer can be trusted: selective accuracy, calibration, an abstention rule.
 
-All functions take the records of one evaluation (`evaluation.records`) and use the ones with a gold place. The
+All functions take the records of one evaluation (`chargpt.evaluation.records`) and use the ones with a gold place. The
 confidence of an answer is its probability under the model (``exp(logprob)``, the answer and its closing MASK;
 for a reciting model, its recitation too); "answering when confident" means answering the questions whose
 confidence is at least a threshold.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from training import atomic_write_bytes
+from chargpt.training import atomic_write_bytes
 
 __all__ = [
     "CurvePoint",

@@ -18,8 +18,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from chargpt.training import UsageError, check_chargpt_folder, resolve_model_path, run_cli
 from data_scripts import read_text_file
-from training import UsageError, check_chargpt_folder, resolve_model_path, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,6 @@
 `record_files` (the predictions and records files), `confidence` (coverage, calibration, thresholds) and
 `report_html` (the error-analysis page).
 
-Nothing is imported here: `evaluation.record_files` and `evaluation.confidence` load without torch or the model,
-so the tools that only read an evaluation's files start in a second.
+Nothing is imported here: `chargpt.evaluation.record_files` and `chargpt.evaluation.confidence` load without torch
+or the model, so the tools that only read an evaluation's files start in a second.
 """

@@ -1,10 +1,10 @@
 """Does the model know whom it read about? Score it on people it read (dev) against people it never read.
 
-    python -m evaluation.known_unknown --model_name_or_path out/demo/rope-causal-seed0-finetune \
+    python -m chargpt.evaluation.known_unknown --model_name_or_path out/demo/rope-causal-seed0-finetune \
         --known out/demo/data/birth_dev.tsv --unknown out/demo/unknown-eval.tsv --results_path R.json
 
 Both sets are asked through the birthplace-qa pipeline at the model's saved setting (its calibration and threshold),
-as `chargpt-ask` and `pipeline(...)` ask them (`evaluation.predict.ask_all`). The record says, for the known
+as `chargpt-ask` and `pipeline(...)` ask them (`chargpt.evaluation.predict.ask_all`). The record says, for the known
 people: answered, right, precision, coverage, the right answers still given, the ECE of the confidence shown; for
 the unknown ones: the share answered (anything but "I don't know"); and how well the confidence and the name's
 familiarity each tell the two apart (AUROC known vs unknown: 0.5 is a coin, 1.0 never wrong).
@@ -92,7 +92,8 @@ def describe(summary: dict[str, Any]) -> list[str]:
 def build_parser():
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m evaluation.known_unknown", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m chargpt.evaluation.known_unknown",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--model_name_or_path", required=True, help="a finetuned chargpt model folder")
     parser.add_argument("--known", required=True, help="questions with gold places about people it read (dev)")
     parser.add_argument("--unknown", required=True, help="questions about people it never read "
@@ -110,11 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers.utils import logging
 
     logging.set_verbosity_warning()  # the results, not every config loaded
+    from chargpt.training import check_chargpt_folder, load_chargpt
+    from chargpt.training.cli import command_line
+    from chargpt.training.files import atomic_write_json
+    from chargpt.training.outputs import check_not_input
     from data_scripts import load_qa_tsv
-    from training import check_chargpt_folder, load_chargpt
-    from training.cli import command_line
-    from training.files import atomic_write_json
-    from training.outputs import check_not_input
 
     from .predict import ask_all
 
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.results_path:
         atomic_write_json(args.results_path, {
             "label": args.label, "model": args.model_name_or_path, "known_questions": args.known,
-            "unknown_questions": args.unknown, "command": command_line("-m evaluation.known_unknown", argv),
+            "unknown_questions": args.unknown, "command": command_line("-m chargpt.evaluation.known_unknown", argv),
             "hardware": _hardware(), "seconds": round(time.time() - start, 1),
             "saved_setting": {"abstain_below": (model.config.answering or {}).get("abstain_below")}, **summary})
     return 0
@@ -161,7 +162,7 @@ def _hardware() -> str:
 
 
 def cli() -> int:
-    from training import run_cli
+    from chargpt.training import run_cli
 
     return run_cli(main)
 

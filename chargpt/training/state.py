@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-Loss = float | list[float]  # a step's loss: one per seed in a `--seeds` run (training/seeds.py), in seed order
+Loss = float | list[float]  # a step's loss: one per seed in a `--seeds` run (chargpt/training/seeds.py), in seed order
 
 
 def saved_seconds(seconds: float) -> float:

@@ -5,7 +5,7 @@ Modules import in one direction, bottom to top: `errors`, `state`, `files`, `sch
 `seeds` (several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`,
 `hub`; `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
 
-Names are imported lazily (PEP 562), as in `data_scripts`: a tool that only writes files (`training.files`) or
+Names are imported lazily (PEP 562), as in `data_scripts`: a tool that only writes files (`chargpt.training.files`) or
 reads flags does not import the training loop, accelerate or the model.
 """
 

@@ -4,8 +4,8 @@ A prediction alone does not say whether the model read the place in the person's
 assignment's last written question). A record says more: the model's probability of its own answer, whether that
 answer occurs in the person's wiki.txt line ("grounded"), anywhere in wiki.txt, and whether the person occurs there
 at all. `evaluate_birthplace.py` writes one record per question as JSON Lines beside its predictions file
-(``<predictions>.records.jsonl``, line i = question i: `evaluation.record_files`); `evaluation.confidence` and
-`evaluation.report_html` read them.
+(``<predictions>.records.jsonl``, line i = question i: `chargpt.evaluation.record_files`);
+`chargpt.evaluation.confidence` and `chargpt.evaluation.report_html` read them.
 
 Record fields: ``line`` (of the question in the evaluated TSV), ``question``, ``gold`` (None for test inputs),
 ``answer`` (the model's greedy answer), ``prediction`` (the predictions file's line: the answer, or "" where the
