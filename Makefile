@@ -14,12 +14,12 @@ test:            ## what CI runs: fresh venv, install, ruff, pytest
 	bash .ci/run
 
 reproduce:       ## the assignment: make reproduce DATA=dir [RECIPE=reference|light|demo|NAME of chargpt/recipes/] [SYNTH=1] [SEEDS=0,1,2] [FAST_PATH=off] [STACK=1] [RESUME=1: go on after a stop]
-	. .venv/bin/activate && python experiments/run_experiments.py --data_dir $(DATA) --out_dir $(OUT) \
+	. .venv/bin/activate && python -m chargpt.recipes.reproduce --data_dir $(DATA) --out_dir $(OUT) \
 		--recipe $(RECIPE) --seeds $(or $(SEEDS),0) $(if $(SYNTH),--synthesizer,) --fast_path $(or $(FAST_PATH),auto) \
 		$(if $(STACK),--stack_seeds,) $(if $(RESUME),--resume,)
 
 recite:          ## a recipe of chargpt/recipes/ that chooses its finetuning rate on held-out questions, by default recite-cpu (4 x 128, 76 epochs; docs/results-recitation.md): make recite DATA=dir [RECIPE=recite-cpu|best|faithful-recite] [SEEDS=0,1,2] [VARIANT=learned] [EPOCHS=150] [N_EMBD=256] [SPAN=1 [CONTINUE=1]] [CHOOSE=1] [RESUME=1]
-	. .venv/bin/activate && python experiments/recite_recipe.py --data_dir $(DATA) --out_dir $(or $(RECITE_OUT),out/recite) \
+	. .venv/bin/activate && python -m chargpt.recipes.recite --data_dir $(DATA) --out_dir $(or $(RECITE_OUT),out/recite) \
 		--recipe $(if $(filter command line,$(origin RECIPE)),$(RECIPE),recite-cpu) \
 		--seeds $(or $(SEEDS),0) --variant $(or $(VARIANT),rope) $(if $(EPOCHS),--pretrain_epochs $(EPOCHS)) \
 		$(if $(N_EMBD),--n_embd $(N_EMBD)) \

@@ -1,8 +1,8 @@
 """Mixed training: name prompts spread evenly through the pretraining epoch (opt-in, not in the reference).
 
-Fully pretrained models here store most birthplaces (`experiments/probe_recall.py` recalls 405-434 of 449 dev places)
-yet answer only about a third of the questions: what they lack is the way from a question to a stored fact. Mixing
-question/answer pairs into pretraining (Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023) is meant to
+Fully pretrained models here store most birthplaces (`chargpt/evaluation/probe_recall.py` recalls 405-434 of 449 dev
+places) yet answer only about a third of the questions: what they lack is the way from a question to a stored fact.
+Mixing question/answer pairs into pretraining (Allen-Zhu & Li, "Physics of Language Models: Part 3.1", 2023) is meant to
 teach that way while the facts are stored; only training-set pairs are mixed in, so dev and test people's facts
 still come from wiki.txt alone. Measured on rope at a 1-hour CPU budget, it did not help (docs/results.md).
 

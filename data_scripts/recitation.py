@@ -1,9 +1,10 @@
 """Recite, then answer (not in the reference): finetuning rows that teach a pretrained model to say what it read
 about a person before it names the birthplace.
 
-A pretrained model continues its own wiki.txt line far more often than it answers the question (probe_recall.py),
-so the answer can come from the model's own recitation (Sun et al., "Recitation-Augmented Language Models", ICLR
-2023). For a training question about NAME whose document starts with NAME, the row is::
+A pretrained model continues its own wiki.txt line far more often than it answers the question
+(chargpt.evaluation.probe_recall), so the answer can come from the model's own recitation (Sun et al.,
+"Recitation-Augmented Language Models", ICLR 2023). For a training question about NAME whose document starts with NAME,
+the row is::
 
     document[:cut] + MASK + answer + MASK + PAD...
 

@@ -1,4 +1,4 @@
-"""Gather `run_experiments.py` outputs into run records (experiments/records.py) and plot dev accuracy against
+"""Gather `chargpt.recipes.reproduce` outputs into run records (experiments/records.py) and plot dev accuracy against
 training wall time.
 
     python experiments/collect_results.py out/cpu/*/results.json --label_from_dir \
@@ -12,8 +12,8 @@ runs made in different sessions accumulate.
 `command`) at one learning rate: each is priced as that model's pretraining time, taken from the record already
 collected for it, plus its own finetuning time.
 
-`--lr_selection out/sel/selection.json ...` adds the final models of `select_finetune_lr.py --final` runs (the
-finetuning rate chosen on held-out training questions), priced as their model's pretraining plus the whole
+`--lr_selection out/sel/selection.json ...` adds the final models of `chargpt.recipes.select_finetune_lr --final` runs
+(the finetuning rate chosen on held-out training questions), priced as their model's pretraining plus the whole
 selection and the final finetuning.
 
 `--seed_group "NAME=ID,ID,ID"` (repeatable) names runs of one recipe that differ only in their seed (their
@@ -60,7 +60,7 @@ def _record(name: str, label: str, facts: dict, seconds: dict, dev: dict, comman
 
 
 def rows_from(summary: dict, label: str) -> list[dict]:
-    """The run records of one run_experiments.py results.json, named LABEL/RUN (their hardware set by main)."""
+    """The run records of one chargpt.recipes.reproduce results.json, named LABEL/RUN (their hardware set by main)."""
     rows = []
     for run in summary["runs"]:
         if "accuracy" not in run.get("dev", {}):
@@ -130,9 +130,9 @@ def _sweep_row(run: dict, lr: float, collected: dict[str, dict], sweep_path: Pat
 
 
 def selection_row(path: Path, collected: dict[str, dict]) -> dict:
-    """The final model of a select_finetune_lr.py run, priced as pretraining + every finetuning and held-out
-    evaluation of the selection + the final finetuning: choosing the rate is part of the recipe's compute."""
-    sel = read_json(path, "a select_finetune_lr.py selection.json")
+    """The final model of a chargpt.recipes.select_finetune_lr run, priced as pretraining + every finetuning and
+    held-out evaluation of the selection + the final finetuning: choosing the rate is part of the recipe's compute."""
+    sel = read_json(path, "a chargpt.recipes.select_finetune_lr selection.json")
     try:
         final = sel["final"]
         name, base = _pretrained_run(Path(sel["model"]), collected, path)
@@ -146,7 +146,8 @@ def selection_row(path: Path, collected: dict[str, dict]) -> dict:
         return _derived(base, name, label, seconds, final["dev"], sel["command"],
                         finetune_learning_rate=final["learning_rate"], selection_points=points)
     except (KeyError, TypeError) as err:
-        raise SystemExit(f"{path}: not a finished select_finetune_lr.py --final run: missing {err}") from None
+        raise SystemExit(f"{path}: not a finished chargpt.recipes.select_finetune_lr --final run: "
+                         f"missing {err}") from None
 
 
 def seed_groups(specs: list[str], collected: dict[str, dict]) -> dict[str, list[str]]:
@@ -243,7 +244,7 @@ def plot(rows: list[dict], path: Path, title: str, groups: list[dict] | None = N
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="*", type=Path, help="results.json files written by run_experiments.py")
+    parser.add_argument("results", nargs="*", type=Path, help="results.json files written by chargpt.recipes.reproduce")
     parser.add_argument("--label_from_dir", action="store_true", help="Label each run by its folder name.")
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--plot", type=Path, required=True)
@@ -251,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sweep_lr", type=float, help="The sweep's learning rate to plot.")
     parser.add_argument("--sweep_epochs", type=int, default=10)
     parser.add_argument("--lr_selection", nargs="+", default=[], type=Path, metavar="SELECTION_JSON",
-                        help="selection.json files of select_finetune_lr.py --final runs (see above).")
+                        help="selection.json files of chargpt.recipes.select_finetune_lr --final runs (see above).")
     parser.add_argument("--seed_group", action="append", default=[], metavar="NAME=ID,ID,ID",
                         help="Runs of one recipe with different seeds, summarised as mean and std (repeatable).")
     parser.add_argument("--hardware", default=f"{platform.machine()} CPU, 2 cores")
@@ -265,14 +266,15 @@ def main() -> None:
         parser.error("--finetune_sweep needs --sweep_lr")
 
     previous = records.read(opts.json) if opts.json.exists() else {"records": []}
-    notes = {k: v for k, v in previous.items() if k != "records"}  # e.g. what probe_recall.py counted, kept
+    # e.g. what chargpt.evaluation.probe_recall counted, kept
+    notes = {k: v for k, v in previous.items() if k != "records"}
     merged = {row["name"]: row for row in previous["records"]}
     for path in opts.results:
-        summary = read_json(path, "a run_experiments.py results.json")
+        summary = read_json(path, "a chargpt.recipes.reproduce results.json")
         try:
             found = rows_from(summary, path.parent.name if opts.label_from_dir else summary["recipe"])
         except (KeyError, TypeError) as err:
-            raise SystemExit(f"{path}: not a run_experiments.py results.json: missing {err}") from None
+            raise SystemExit(f"{path}: not a chargpt.recipes.reproduce results.json: missing {err}") from None
         merged |= {row["name"]: dict(row, hardware=opts.hardware) for row in found}
     if opts.finetune_sweep:
         merged |= {row["name"]: row for row in sweep_rows(opts.finetune_sweep, opts.sweep_lr, opts.sweep_epochs,

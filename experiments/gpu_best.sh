@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make best` on one GPU call (issues 71 and 72): each seed of SEEDS runs experiments/recite_recipe.py --recipe best
+# `make best` on one GPU call (issues 71 and 72): each seed of SEEDS runs chargpt/recipes/recite.py --recipe best
 # in its own process, all at once (a 4 x 256 model at batch 32 keeps a GPU far from busy), its pretraining compiled
 # (SPEED); each goes on to choose its rate on the 400 held-out questions, the final model, dev and test, as make best
 # does, until BUDGET seconds. Every pretrained model comes back as soon as it is saved, one tar each (13 MB), so
@@ -28,7 +28,7 @@ EPOCHS=${EPOCHS:-}  # empty: the recipe's own (chargpt/recipes/best.yaml: rope 5
 BUDGET=${BUDGET:-520}  # seconds from the start after which every process is stopped
 THREADS=${THREADS:-4}  # CPU threads per process (16 cores on the H200 machine)
 SPEED=${SPEED---torch_compile True --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True}
-RECIPE_EXTRA=${RECIPE_EXTRA:-}  # more experiments/recite_recipe.py flags (split on spaces; the tests' tiny model)
+RECIPE_EXTRA=${RECIPE_EXTRA:-}  # more chargpt/recipes/recite.py flags (split on spaces; the tests' tiny model)
 PY=${PYTHON:-python3}
 
 . experiments/gpu_common.sh  # environment, stage, archive
@@ -57,7 +57,7 @@ main() {
   trap 'stop="stopped by a signal"' INT TERM
   for seed in ${SEEDS//,/ }; do
     mkdir -p "$WORK/seed$seed"
-    local recipe=(experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best
+    local recipe=(chargpt/recipes/recite.py --data_dir "$DATA" --out_dir "$WORK/seed$seed" --recipe best
                   --variant "$VARIANT" --seeds "$seed" ${EPOCHS:+--pretrain_epochs "$EPOCHS"} --threads "$THREADS"
                   $RECIPE_EXTRA ${SPEED:+--pretrain_extra "$SPEED"})
     # job control on for the launch: the run gets a process group of its own ($! is its leader), which SIGINT

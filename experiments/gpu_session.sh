@@ -20,16 +20,16 @@
 #   1b. (SEEDS_BENCH=1, off by default: the benchmark's seeds rows decide) experiments/benchmarks/bench_seeds.py: seeds 0,1,2
 #      for BENCH_STEPS steps in a row, in one --seeds process, as three processes at once, and stacked (eager, then
 #      with STACKED_COMPILE's flags)  -> bench_seeds.json
-#   2. if the time left fits the chosen flags' projected pretraining: experiments/run_experiments.py as `make reproduce`
+#   2. if the time left fits the chosen flags' projected pretraining: chargpt/recipes/reproduce.py as `make reproduce`
 #      runs it, for FULL_VARIANT (rope; or learned), seed 0, on the fast path with FULL_PRETRAIN: the 650-epoch
 #      pretraining timed end to end, the reference finetuning, dev and test predictions  -> faithful_rope_results.json
 #      (faithful_VARIANT_*); its predictions (with their records: each answer's confidence) and logs go into
 #      faithful_rope_outputs.tar.gz
 #   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
 #      CONF_RATES (the reference 6e-4, then 2e-4, the faithful models' held-out choice) on the training questions
-#      outside 400 held out, kept; each answers the 400 and dev, and experiments/abstention.py chooses the threshold for
+#      outside 400 held out, kept; each answers the 400 and dev, and chargpt/evaluation/abstention.py chooses the threshold for
 #      80% precision on the 400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
-#   4. if about RECITE_NEED seconds are left: experiments/select_finetune_lr.py on that pretrained model with
+#   4. if about RECITE_NEED seconds are left: chargpt/recipes/select_finetune_lr.py on that pretrained model with
 #      `--recite True` (issue 21: recite, then answer), the rate chosen among RECITE_RATES on 400 held-out training
 #      questions, then the final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json, its
 #      predictions in faithful_rope_outputs.tar.gz
@@ -65,7 +65,7 @@
 #      recite_lm_pretrain.log, recite_lm_coverage_accuracy.png (the first seed's)
 #   Its pretraining takes the speed flags chosen from CHOOSE_FROM as `reproduce` does (compile, and stacked seeds)
 # `faithful_recite` (another call; the README's faithful-then-recite row, more seeds): `make recite RECIPE=faithful-recite`
-# (experiments/recite_recipe.py --recipe faithful-recite) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
+# (chargpt/recipes/recite.py --recipe faithful-recite) for FR_VARIANT (rope) and FR_SEEDS (1: about 400 s a seed on an
 # H100), the --recite rate chosen among FR_RATES (3e-4,6e-4: the held-out choice of seed 0 and the runner-up), the
 # pretraining with FULL_PRETRAIN's flags (chosen from CHOOSE_FROM, or given: FULL_PRETRAIN='--torch_compile True
 # --torch_compile_mode reduce-overhead --optim adamw_torch_fused --torch_compile_batches True', the H100's fastest,
@@ -94,7 +94,7 @@ CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, th
 # FULL_PRETRAIN or REPRO_PRETRAIN given here (even empty) win over what choose_fast_flags.py finds in bench_gpu.json
 # (this call's, or CHOOSE_FROM's); otherwise the choice sets them and adds its --stack_seeds to REPRO_ARGS
 GIVEN_FULL=${FULL_PRETRAIN+given} GIVEN_REPRO=${REPRO_PRETRAIN+given}
-REPRO_ARGS=${REPRO_ARGS:-}  # more experiments/run_experiments.py flags for `reproduce` (split on spaces; a dry run's)
+REPRO_ARGS=${REPRO_ARGS:-}  # more chargpt/recipes/reproduce.py flags for `reproduce` (split on spaces; a dry run's)
 REPRO_PRETRAIN=${REPRO_PRETRAIN:-}  # its --pretrain_extra: train_pretrain.py flags, kept whole (e.g. compile flags)
 FULL_PRETRAIN=${FULL_PRETRAIN:-}  # the same for stage 2's one-seed faithful run
 FULL_PROJECTED_S=  # stage 2's projected pretraining seconds, from the benchmark
@@ -115,12 +115,12 @@ RECITE_RATES=${RECITE_RATES:-7.5e-5,1.5e-4,3e-4,6e-4}  # stage 4's rates (rope s
 # final finetuning took 4.5 minutes on an H100)
 BENCH_SKIP=${BENCH_SKIP:-0}  # 1: no stage 1 (give FULL_PRETRAIN, or CHOOSE_FROM an earlier call's bench_gpu.json)
 full_cmd() {
-  FULL=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants
+  FULL=(chargpt/recipes/reproduce.py --data_dir "$DATA" --out_dir "$WORK/faithful" --recipe reference --variants
         "$FULL_VARIANT" --seeds 0 --skip_baselines --fast_path on --extra "$FULL_EXTRA" --pretrain_extra "$FULL_PRETRAIN")
 }
 full_cmd
 
-RECITE=(experiments/select_finetune_lr.py --model_name_or_path "$FULL_MODEL" --data_dir "$DATA" --out_dir "$WORK/recite"
+RECITE=(chargpt/recipes/select_finetune_lr.py --model_name_or_path "$FULL_MODEL" --data_dir "$DATA" --out_dir "$WORK/recite"
         --learning_rates "$RECITE_RATES" --final --extra "--recite True $FULL_EXTRA")
 
 LM_EPOCHS=${LM_EPOCHS:-50}  # the CPU run's; with the reference's hyperparameters 300 is about 650 epochs' time
@@ -129,21 +129,21 @@ LM_EVAL_EXTRA=${LM_EVAL_EXTRA---answer_from_recitation True --continue_recitatio
 LM_VARIANT=${LM_VARIANT:-rope}  # rope or learned
 LM_SEEDS=${LM_SEEDS:-0}  # comma-separated; several pretrain together in one --seeds process (the fast path)
 LM_PRETRAIN_EXTRA=${LM_PRETRAIN_EXTRA:-}  # more pretraining flags, e.g. a shape (--n_embd 128: the CPU frontier's)
-SPLIT=(experiments/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
+SPLIT=(chargpt/recipes/select_finetune_lr.py --data_dir "$DATA" --out_dir "$WORK/recite-lm-sel" --split_only)
 recite_lm_cmd() {  # RECITE_LM, with the speed flags chosen for one seed (FULL_PRETRAIN) or several (REPRO_*)
   local speed=$FULL_PRETRAIN stack=()
   if [[ $LM_SEEDS == *,* ]]; then
     speed=$REPRO_PRETRAIN
     if [[ " $REPRO_ARGS " == *" --stack_seeds "* ]]; then stack=(--stack_seeds); fi
   fi
-  RECITE_LM=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
+  RECITE_LM=(chargpt/recipes/reproduce.py --data_dir "$DATA" --out_dir "$WORK/recite-lm" --recipe reference
              --variants "$LM_VARIANT" --seeds "$LM_SEEDS" --skip_baselines --fast_path on --pretrain_epochs "$LM_EPOCHS"
              --extra "${LM_HPARAMS:+$LM_HPARAMS }$FULL_EXTRA" --finetune_extra "--recite False" "${stack[@]}"
              --pretrain_extra "--objective language_modeling --mixed_qa_format recite --mixed_qa_corpus_path $WORK/recite-lm-sel/split/train.tsv $LM_PRETRAIN_EXTRA${speed:+ $speed}")
 }
 recite_lm_cmd
 
-lm_pretraining() {  # seed $1's pretraining run, as experiments/run_experiments.py names it alone or among --seeds
+lm_pretraining() {  # seed $1's pretraining run, as chargpt/recipes/reproduce.py names it alone or among --seeds
   if [[ $LM_SEEDS == *,* ]]; then echo "$WORK/recite-lm/$LM_VARIANT-causal-seeds-pretrain"
   else echo "$WORK/recite-lm/$LM_VARIANT-causal-seed$1-pretrain"; fi
 }
@@ -151,7 +151,7 @@ lm_pretrained() {  # seed $1's pretrained model: the run's folder, or its member
   if [[ $LM_SEEDS == *,* ]]; then echo "$(lm_pretraining "$1")/seed-$1"; else lm_pretraining "$1"; fi
 }
 lm_select() {  # RECITE_LM_SELECT: seed $1's rate chosen on the split's 400 held-out questions (the same split_seed)
-  RECITE_LM_SELECT=(experiments/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
+  RECITE_LM_SELECT=(chargpt/recipes/select_finetune_lr.py --model_name_or_path "$(lm_pretrained "$1")" --data_dir "$DATA"
                     --out_dir "$WORK/recite-lm-sel/$LM_VARIANT-seed$1" --seed "$1" --learning_rates 7.5e-5,1.5e-4,3e-4
                     --final --keep_models --extra "${LM_HPARAMS:+$LM_HPARAMS }--recite True $FULL_EXTRA"
                     ${LM_EVAL_EXTRA:+--eval_extra "$LM_EVAL_EXTRA"})
@@ -161,15 +161,15 @@ lm_select "${LM_SEEDS%%,*}"
 FR_VARIANT=${FR_VARIANT:-rope}  # faithful_recite's position embeddings
 FR_SEEDS=${FR_SEEDS:-1}  # its seeds (seed 0 of rope: results/faithful_h100_fast_path.json)
 FR_RATES=${FR_RATES:-3e-4,6e-4}  # its --recite rates: seed 0's held-out choice and the runner-up
-faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (experiments/recite_recipe.py)
-  FAITHFUL_RECITE=(experiments/recite_recipe.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --recipe faithful-recite
+faithful_recite_cmd() {  # FAITHFUL_RECITE: the faithful pretraining, then recite (chargpt/recipes/recite.py)
+  FAITHFUL_RECITE=(chargpt/recipes/recite.py --data_dir "$DATA" --out_dir "$WORK/faithful-recite" --recipe faithful-recite
                    --variant "$FR_VARIANT" --seeds "$FR_SEEDS" --learning_rates "$FR_RATES" --extra "$FULL_EXTRA"
                    --pretrain_extra "$FULL_PRETRAIN")
 }
 faithful_recite_cmd
 
 reproduce_cmd() {  # rope first: a call cut by its budget keeps the handout's headline variant
-  REPRODUCE=(experiments/run_experiments.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
+  REPRODUCE=(chargpt/recipes/reproduce.py --data_dir "$DATA" --out_dir "$WORK/reproduce" --recipe reference
              --variants rope,learned --synthesizer --seeds 0,1,2 --fast_path on --extra "$FULL_EXTRA"
              --pretrain_extra "$REPRO_PRETRAIN" $REPRO_ARGS)
 }
@@ -193,7 +193,7 @@ choose_flags() {  # the flags experiments/benchmarks/choose_fast_flags.py finds 
 }
 
 conf_select() {  # CONF_SELECT: the faithful model $1 finetuned at each of CONF_RATES without the held-out 400, kept
-  CONF_SELECT=(experiments/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
+  CONF_SELECT=(chargpt/recipes/select_finetune_lr.py --model_name_or_path "$1" --data_dir "$DATA" --out_dir "$2" --seed "$3"
                --learning_rates "$CONF_RATES" --keep_models --extra "$FULL_EXTRA")
 }
 conf_select "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
@@ -201,7 +201,7 @@ conf_select "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
 left() { echo $((BUDGET - SECONDS)); }
 
 confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2: the held-out models of CONF_SELECT
-  # answer dev too; abstention.py chooses each one's 80%-precision threshold on the 400 and applies it to dev
+  # answer dev too; chargpt.evaluation.abstention chooses each one's 80%-precision threshold on the 400 and applies it to dev
   [ -f "$1/config.json" ] || { stage "confidence skipped: no pretrained model $1"; return 0; }
   [ "$(left)" -ge "$CONF_NEED" ] || { stage "confidence of $1 skipped: $(left)s left (CONF_NEED=$CONF_NEED)"; return 0; }
   conf_select "$@"
@@ -213,7 +213,7 @@ confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2:
     [ -f "$2/$tag-finetune/config.json" ] && [ "$(left)" -ge 30 ] || continue
     timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$2/$tag-finetune" \
       --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$2/$tag.dev.predictions" \
-      && "$PY" experiments/abstention.py --holdout "$2/$tag.holdout.predictions" --dev "$2/$tag.dev.predictions" \
+      && "$PY" chargpt/evaluation/abstention.py --holdout "$2/$tag.holdout.predictions" --dev "$2/$tag.dev.predictions" \
          --target_precision 0.8 --out_dir "$2/abstention-$tag" || echo "the $tag confidence ended with status $?"
   done
 }
@@ -352,7 +352,7 @@ recite_lm_session() {
       stage "confidence of seed $seed's held-out model $tag ($(left)s left)"
       timeout "$(left)" "$PY" evaluate_birthplace.py --model_name_or_path "$sel/$tag-finetune" \
         --eval_corpus_path "$DATA/birth_dev.tsv" --outputs_path "$sel/$tag.dev.predictions" $LM_EVAL_EXTRA \
-        && "$PY" experiments/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
+        && "$PY" chargpt/evaluation/abstention.py --holdout "$sel/$tag.holdout.predictions" --dev "$sel/$tag.dev.predictions" \
            --target_precision 0.8 --out_dir "$sel/abstention" || echo "the confidence stage ended with status $?"
       # answered freely (LM_EVAL_EXTRA=), the models answer again with spans of their recitation
       [ -n "$LM_EVAL_EXTRA" ] || span_answers "$sel" "$tag"

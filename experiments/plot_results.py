@@ -6,8 +6,8 @@
 - accuracy_vs_compute_cpu.png: dev accuracy against wall time of four 3-seed recipes of `--preset cpu-fast` (mean ±
   std, and each seed as a dot), the baselines and the handout's bars.
 - stored_vs_answered.png (the README's): the project's question in one picture. For each recipe, how many dev
-  birthplaces the pretrained model stored (`probe_recall.py`: it continues the person's own wiki.txt line with the
-  place) beside how many dev questions the finetuned model answers.
+  birthplaces the pretrained model stored (`chargpt.evaluation.probe_recall`: it continues the person's own wiki.txt
+  line with the place) beside how many dev questions the finetuned model answers.
 Every run, snapshot and sweep is in docs/results.md's tables; `collect_results.py --plot` draws them all.
 """
 

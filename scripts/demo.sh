@@ -16,7 +16,7 @@ python -I -c "import modeling_chargpt, data_scripts, chargpt.training, train_pre
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
 python -m data_scripts.synthetic --out_dir "$OUT/data" ${SYNTHETIC_ARGS:-}
-python experiments/run_experiments.py --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants "${VARIANTS:-rope}" "$@"
+python -m chargpt.recipes.reproduce --data_dir "$OUT/data" --out_dir "$OUT" --recipe demo --variants "${VARIANTS:-rope}" "$@"
 echo "demo wall time: $(( $(date +%s) - start ))s"
 model="$OUT/${VARIANTS:-rope}-causal-seed0-finetune"
 if [ -d "$model" ]; then

@@ -104,7 +104,7 @@ def stages_in_process(monkeypatch) -> list[list[str]]:
     import train_finetune
     import train_pretrain
 
-    run_experiments = load("experiments/run_experiments.py")
+    run_experiments = load("chargpt/recipes/reproduce.py")
     mains = {"train_pretrain.py": train_pretrain.main, "train_finetune.py": train_finetune.main}
     launched: list[list[str]] = []
 

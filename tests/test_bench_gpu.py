@@ -143,17 +143,20 @@ def session_commands(env: dict[str, str]) -> list[list[str]]:
     proc = subprocess.run(["bash", "experiments/gpu_session.sh", "commands"], cwd=ROOT, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", **env}, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    return [shlex.split(line) for line in proc.stdout.splitlines()]
+    # `python -m chargpt.x.y ARGS` as `python chargpt/x/y.py ARGS`: each command names its file
+    return [[c[0], c[2].replace(".", "/") + ".py", *c[3:]] if c[1] == "-m" else c
+            for c in map(shlex.split, proc.stdout.splitlines())]
 
 
 def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path):
     assert subprocess.run(["bash", "-n", "experiments/gpu_session.sh"], cwd=ROOT).returncode == 0
     commands = session_commands({"OUT": str(tmp_path / "out")})
     assert [c[1] for c in commands] == ["experiments/benchmarks/bench_gpu.py", "experiments/benchmarks/bench_seeds.py",
-                                        "experiments/run_experiments.py", "experiments/run_experiments.py",
-                                        "experiments/select_finetune_lr.py", "experiments/select_finetune_lr.py",
-                                        "experiments/run_experiments.py", "experiments/select_finetune_lr.py",
-                                        "experiments/select_finetune_lr.py", "experiments/recite_recipe.py"]
+                                        "chargpt/recipes/reproduce.py", "chargpt/recipes/reproduce.py",
+                                        "chargpt/recipes/select_finetune_lr.py",
+                                        "chargpt/recipes/select_finetune_lr.py",
+                                        "chargpt/recipes/reproduce.py", "chargpt/recipes/select_finetune_lr.py",
+                                        "chargpt/recipes/select_finetune_lr.py", "chargpt/recipes/recite.py"]
     (bench_cmd, seeds_cmd, full_cmd, reproduce_cmd, recite_cmd, split_cmd, lm_cmd, lm_select_cmd, conf_cmd,
      faithful_recite_cmd) = commands
     opts = bench.build_parser().parse_args(bench_cmd[2:])
@@ -168,7 +171,7 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert opts.stacked[0] == "" and "--torch_compile True" in opts.stacked[1]  # stacked: eager, then compiled
     check_flags(train_pretrain.build_parser(), ["--pretrain_corpus_path", "w", "--output_dir", "o", "--seeds", "0,1",
                                                 "--stack_seeds", "True", *shlex.split(opts.stacked[1])], "pretrain", "")
-    experiments = load("experiments/run_experiments.py")
+    experiments = load("chargpt/recipes/reproduce.py")
     opts = experiments.build_parser().parse_args(full_cmd[2:])
     experiments.check_all_stage_flags(opts)
     # The faithful rope pretraining on the fast path, 650 epochs: nothing in the command shortens it.
@@ -181,7 +184,7 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert (opts.recipe, opts.variants, opts.synthesizer, opts.seeds, opts.fast_path, opts.pretrain_epochs,
             opts.skip_baselines) == ("reference", "rope,learned", True, "0,1,2", "on", None, False)
     assert experiments.seeds_together(opts) and "--max_steps" not in opts.extra
-    # REPRO_PRETRAIN reaches train_pretrain.py whole (compile flags have spaces), REPRO_ARGS run_experiments.py
+    # REPRO_PRETRAIN reaches train_pretrain.py whole (compile flags have spaces), REPRO_ARGS chargpt.recipes.reproduce
     flags = "--torch_compile True --torch_compile_mode reduce-overhead"
     tuned = session_commands({"OUT": str(tmp_path / "out"), "REPRO_PRETRAIN": flags, "REPRO_ARGS": "--stack_seeds"})
     opts = experiments.build_parser().parse_args(tuned[3][2:])
@@ -189,11 +192,11 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert opts.pretrain_extra == flags and opts.stack_seeds
     assert experiments.pretrain_stage_flags(opts)[-4:] == shlex.split(flags)
     # 3. recite, then answer on the faithful model the full run pretrained: rates chosen on held-out, then --final
-    opts = load("experiments/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
+    opts = load("chargpt/recipes/select_finetune_lr.py").build_parser().parse_args(recite_cmd[2:])
     assert opts.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and opts.final
     assert "--recite True" in opts.extra and len(opts.learning_rates.split(",")) > 1
     # recite_lm: the split alone, then pretraining that mixes in only its training part, then the held-out choice
-    select = load("experiments/select_finetune_lr.py").build_parser()
+    select = load("chargpt/recipes/select_finetune_lr.py").build_parser()
     split = select.parse_args(split_cmd[2:])
     assert split.split_only and split.model_name_or_path is None
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
@@ -222,8 +225,8 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert [float(r) for r in conf.learning_rates.split(",")] == [DEFAULTS["finetune"][REFERENCE]["learning_rate"],
                                                                   2e-4]
     # faithful_recite: make recite RECIPE=faithful-recite for one more seed, two rates, nothing shortened; its flags
-    # pass recite_recipe.py's own check
-    recipe = load("experiments/recite_recipe.py")
+    # pass chargpt.recipes.recite's own check
+    recipe = load("chargpt/recipes/recite.py")
     opts = recipe.build_parser().parse_args(faithful_recite_cmd[2:])
     recipe.check(opts)
     assert (opts.recipe, opts.variant, opts.seeds, opts.learning_rates) == ("faithful-recite", "rope", "1",
@@ -236,8 +239,8 @@ def test_gpu_session_run_takes_the_variant_and_the_recite_rates(tmp_path):
     """FULL_VARIANT=learned: stage 2 pretrains learned positions, and stages 3 and 4 finetune that model; RECITE_RATES
     are stage 4's rates."""
     commands = session_commands({"OUT": str(tmp_path / "out"), "FULL_VARIANT": "learned", "RECITE_RATES": "3e-4"})
-    experiments = load("experiments/run_experiments.py")
-    select = load("experiments/select_finetune_lr.py").build_parser()
+    experiments = load("chargpt/recipes/reproduce.py")
+    select = load("chargpt/recipes/select_finetune_lr.py").build_parser()
     full = experiments.build_parser().parse_args(commands[2][2:])
     experiments.check_all_stage_flags(full)
     recite, conf = select.parse_args(commands[4][2:]), select.parse_args(commands[8][2:])
@@ -249,24 +252,24 @@ def test_gpu_session_run_takes_the_variant_and_the_recite_rates(tmp_path):
 def test_gpu_session_recite_lm_takes_the_reference_hyperparameters_and_free_answers_when_emptied(tmp_path):
     env = {"LM_HPARAMS": "", "LM_EVAL_EXTRA": "", "LM_EPOCHS": "300"}
     *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
-    experiments = load("experiments/run_experiments.py")
+    experiments = load("chargpt/recipes/reproduce.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
     assert opts.pretrain_epochs == 300 and "--preset" not in opts.extra + opts.pretrain_extra
-    chosen = load("experiments/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
+    chosen = load("chargpt/recipes/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
     assert "--preset" not in chosen.extra and "--recite True" in chosen.extra and not chosen.eval_extra
 
 
 def test_gpu_session_recite_lm_runs_recipes_best_as_make_best_does(tmp_path):
     """recite_lm is `make best` on a GPU: every value its pretraining and its --recite finetunings resolve to is what
-    `recite_recipe.py --recipe best` resolves to (paths, the rate it chooses and checkpointing aside), and its
+    `chargpt.recipes.recite --recipe best` resolves to (paths, the rate it chooses and checkpointing aside), and its
     run_experiments column finetunes plainly, as make best's does."""
     from chargpt.training import parse_args
 
     *_, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out")})
-    opts = load("experiments/run_experiments.py").build_parser().parse_args(lm_cmd[2:])
-    chosen = load("experiments/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
-    recipe = load("experiments/recite_recipe.py")
+    opts = load("chargpt/recipes/reproduce.py").build_parser().parse_args(lm_cmd[2:])
+    chosen = load("chargpt/recipes/select_finetune_lr.py").build_parser().parse_args(lm_select_cmd[2:])
+    recipe = load("chargpt/recipes/recite.py")
     best = recipe.build_parser().parse_args(["--data_dir", "d", "--recipe", "best"])
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(best))
     required = ["--pretrain_corpus_path", "w", "--output_dir", "x"]
@@ -289,15 +292,16 @@ def test_gpu_session_recite_lm_runs_recipes_best_as_make_best_does(tmp_path):
 
 def test_gpu_session_recite_lm_takes_a_variant_and_several_seeds_trained_together(tmp_path):
     """LM_VARIANT=learned LM_SEEDS=0,1,2: one --seeds pretraining on the fast path; each seed's rate is then chosen
-    from the folder run_experiments.py gives that seed's member, on the same held-out split, with its own seed."""
+    from the folder chargpt.recipes.reproduce gives that seed's member, on the same held-out split, with its own
+    seed."""
     env = {"LM_VARIANT": "learned", "LM_SEEDS": "0,1,2", "LM_PRETRAIN_EXTRA": "--n_embd 128"}
     *_, split_cmd, lm_cmd, lm_select_cmd, _, _ = session_commands({"OUT": str(tmp_path / "out"), **env})
-    experiments = load("experiments/run_experiments.py")
+    experiments = load("chargpt/recipes/reproduce.py")
     opts = experiments.build_parser().parse_args(lm_cmd[2:])
     experiments.check_all_stage_flags(opts)
     assert (opts.variants, opts.seeds) == ("learned", "0,1,2") and experiments.seeds_together(opts)
     assert opts.pretrain_extra.endswith("--n_embd 128")
-    select = load("experiments/select_finetune_lr.py").build_parser()
+    select = load("chargpt/recipes/select_finetune_lr.py").build_parser()
     split, chosen = select.parse_args(split_cmd[2:]), select.parse_args(lm_select_cmd[2:])
     # pretrain_together's folder for seed 0 of variant learned (OUT/NAME-pretrain/seed-S, NAME = learned-causal-seeds)
     assert chosen.model_name_or_path == f"{opts.out_dir}/learned-causal-seeds-pretrain/seed-0"
@@ -424,7 +428,7 @@ def test_a_stop_during_the_pretraining_sends_its_checkpoint_in_parts(wiki, tmp_p
     assert "done in" in (out / "session.log").read_text()
     # the recipe ran its pretraining step in its own process: that step's line, then the recipe's, end its log
     assert re.search(r"interrupted: the stage stopped with exit status 130 .*\ninterrupted: step 2 of \d+ "
-                     r"\(experiments/run_experiments.py\) stopped with exit status 130\n$",
+                     r"\(-m chargpt.recipes.reproduce\) stopped with exit status 130\n$",
                      (work / "seed1.log").read_text())
     assert not list(out.glob("*pretrained-seed1.tar"))
     parts = sorted(out.glob("pretrain-checkpoint-seed1.tar.gz.part-*"))

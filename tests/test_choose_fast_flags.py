@@ -111,7 +111,7 @@ def test_bad_benchmark_files_are_one_line(chooser, tmp_path, capsys, content, me
 def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     bench = tmp_path / "bench_gpu.json"
     bench.write_text(json.dumps(bench_study(ROWS)))
-    experiments = load("experiments/run_experiments.py")
+    experiments = load("chargpt/recipes/reproduce.py")
     flags = COMPILED.removeprefix("--device_data True ")
 
     def runs(env: dict[str, str]):
@@ -121,7 +121,7 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
 
     full, reproduce = runs({})
     assert full.pretrain_extra == flags and not full.stack_seeds
-    recite = load("experiments/recite_recipe.py").build_parser().parse_args(session_commands(
+    recite = load("chargpt/recipes/recite.py").build_parser().parse_args(session_commands(
         {"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "PYTHON": sys.executable})[-1][2:])
     assert recite.recipe == "faithful-recite" and recite.pretrain_extra == flags  # faithful_recite: the one-seed flags
     assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
@@ -159,7 +159,7 @@ def test_gpu_session_recite_lm_pretrains_with_the_chosen_flags(tmp_path):
     """recite_lm's pretraining takes the choice too: one seed the one-seed flags, several the seeds' (stacked here)."""
     bench = tmp_path / "bench_gpu.json"
     bench.write_text(json.dumps(bench_study(ROWS)))
-    experiments = load("experiments/run_experiments.py")
+    experiments = load("chargpt/recipes/reproduce.py")
     flags = COMPILED.removeprefix("--device_data True ")
     for seeds, stacked in (("0", False), ("0,1,2", True)):
         commands = session_commands({"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "LM_SEEDS": seeds,

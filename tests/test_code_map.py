@@ -35,9 +35,9 @@ def references(text: str) -> list[tuple[str, str]]:
 
 def test_the_matcher_finds_files_and_names_and_skips_the_references_files():
     found = references("`src/model.py`: `GPT` is `modeling_chargpt/modeling_chargpt.py:CharGPTForCausalLM`; "
-                       "`experiments/abstention.py` and `a.py:B.c`")
+                       "`chargpt/evaluation/abstention.py` and `a.py:B.c`")
     assert found == [("modeling_chargpt/modeling_chargpt.py", "CharGPTForCausalLM"),
-                     ("experiments/abstention.py", ""), ("a.py", "B.c")]
+                     ("chargpt/evaluation/abstention.py", ""), ("a.py", "B.c")]
 
 
 def test_every_file_and_name_the_code_map_cites_exists():

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import evaluate_birthplace
+from chargpt.evaluation import abstention
 from chargpt.evaluation.confidence import (
     apply_threshold,
     aurc,
@@ -36,7 +37,6 @@ from chargpt.evaluation.record_files import (
 from chargpt.evaluation.records import build_records
 from chargpt.training import run_cli
 from data_scripts import DataFileError, load_qa_tsv, write_synthetic_corpus
-from experiments import abstention
 from modeling_chargpt import MASK_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer, answering
 from modeling_chargpt.answering import AnswerScore, score_answers
 from modeling_chargpt.grounding import WikiIndex
@@ -367,7 +367,7 @@ def test_an_evaluation_writes_records_and_page_beside_its_predictions(world, tin
 def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model, tmp_path, monkeypatch, capsys):
     """wiki.txt's vocabulary holds the newline, so an undertrained model can generate one inside an answer: the
     predictions file stays one line per question (a space there), the records keep the answer, the score is the
-    answer's own, and the dev groups of run_experiments.py read the file."""
+    answer's own, and the dev groups of chargpt.recipes.reproduce read the file."""
     questions = load_qa_tsv(world / "birth_dev.tsv")
     first, second = questions["answer"][:2]
     broken = [first[:3] + "\n" + first[3:], "\n" + second, *questions["answer"][2:]]  # two broken, the rest right
@@ -385,7 +385,7 @@ def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model,
     assert [r["prediction"] for r in records[:2]] == broken[:2]
     check_records_match(records_path_for(preds), records, preds)
     assert json.loads((tmp_path / "dev.json").read_text())["correct"] == len(broken) - 2
-    experiments = importlib.import_module("experiments.run_experiments")
+    experiments = importlib.import_module("chargpt.recipes.reproduce")
     half = tmp_path / "half.tsv"
     pairs = list(zip(questions["question"], questions["answer"], strict=True))[:4]
     half.write_text("".join(f"{q}\t{a}\n" for q, a in pairs))
@@ -393,8 +393,8 @@ def test_a_generated_line_break_keeps_one_prediction_per_line(world, tiny_model,
 
 
 def test_the_held_out_threshold_travels_with_the_model(tmp_path, world, tiny_model, capsys):
-    """abstention.py --save_to writes the threshold and its provenance into the model folder; the birthplace-qa
-    pipeline then abstains below it without being told."""
+    """chargpt.evaluation.abstention --save_to writes the threshold and its provenance into the model folder; the
+    birthplace-qa pipeline then abstains below it without being told."""
     import shutil
 
     from transformers import pipeline

@@ -339,8 +339,9 @@ def test_the_span_answers_row_gives_each_seed_and_names_its_machines(tmp_path):
 
 
 def test_the_chosen_row_scores_the_model_each_seed_chose(tmp_path):
-    """The CHOOSE=1 row: per seed that choose_final_questions.py ran on, the dev score of the held-out model when it
-    chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds agree."""
+    """The CHOOSE=1 row: per seed that chargpt.recipes.choose_final_questions ran on, the dev score of the held-out
+    model when it chose the mixed questions, of the final model when it chose all; 'on every seed' only while the seeds
+    agree."""
 
     def chosen_row(results: Results, variant: str = "rope") -> dict:
         return next(r for r in headline_rows(results)

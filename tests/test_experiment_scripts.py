@@ -1,7 +1,8 @@
-"""run_experiments.py (snapshots included) and collect_results.py, as the README runs them, on a tiny world."""
+"""chargpt.recipes.reproduce (snapshots included) and collect_results.py, as the README runs them, on a tiny world."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -37,7 +38,7 @@ def test_snapshots_become_rows_and_a_plot(tmp_path, monkeypatch):
     write_synthetic_corpus(world, n_people=80, n_train=40, n_dev=20, n_test=20, seed=0)
     out = tmp_path / "exp"
     stages = stages_in_process(monkeypatch)  # the trainings: what they save matters here, not their processes
-    assert run_script("experiments/run_experiments.py", [
+    assert run_script("chargpt/recipes/reproduce.py", [
         "--data_dir", str(world), "--out_dir", str(out), "--recipe", "demo", "--variants", "learned",
         "--pretrain_epochs", "2", "--save_epochs", "1", "--skip_baselines", "--threads", "1",
         "--pretrain_extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}",
@@ -58,7 +59,7 @@ def test_snapshots_become_rows_and_a_plot(tmp_path, monkeypatch):
         assert (groups["paraphrased"]["total"], groups["single"]["total"]) == (14, 6)
         assert groups["paraphrased"]["correct"] + groups["single"]["correct"] == row["dev"]["correct"]
     assert (out / "learned-causal-seed0.test.predictions").read_text().count("\n") == 20
-    assert summary["command"].startswith("python experiments/run_experiments.py")
+    assert summary["command"].startswith("python -m chargpt.recipes.reproduce")
     # one pretraining saving its epoch-1 snapshot, then one finetuning for each of the two models
     assert [Path(cmd[3]).name for cmd in stages] == ["train_pretrain.py", "train_finetune.py", "train_finetune.py"]
 
@@ -72,7 +73,7 @@ def test_snapshots_become_rows_and_a_plot(tmp_path, monkeypatch):
 
 
 def _load_script(name: str):
-    """experiments/NAME.py as it runs: its sibling scripts (records.py, probe_recall.py, ...) by their own names."""
+    """experiments/NAME.py as it runs: its sibling scripts (records.py, ...) by their own names."""
     return load_script(f"experiments/{name}.py")
 
 
@@ -118,7 +119,7 @@ def test_a_runs_note_travels_into_its_record():
            "pretrain_seconds": 3576.6, "finetune_seconds": 106.6, "train_seconds": 3683.2,
            "dev": {"accuracy": 17.0, "correct": 85, "total": 500}}
     noted = dict(run, name="rope-causal-seed1", note="resumed from step 2,500")
-    rows = collect.rows_from({"runs": [run, noted], "command": "python experiments/run_experiments.py"}, "e160")
+    rows = collect.rows_from({"runs": [run, noted], "command": "python -m chargpt.recipes.reproduce"}, "e160")
     assert [r["facts"].get("note") for r in rows] == [None, "resumed from step 2,500"]
     assert rows[1]["seconds"]["train"] == 3683.2 and rows[1]["name"] == "e160/rope-causal-seed1"
 
@@ -157,8 +158,8 @@ def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
     (tmp_path / "bad.json").write_text('{"runs": [\n  {"name": }\n]}')
     (tmp_path / "norecipe.json").write_text('{"runs": []}')
     expected = {"missing.json": "missing.json: cannot read",
-                "bad.json": "bad.json: not a run_experiments.py results.json: line 2:",
-                "norecipe.json": "norecipe.json: not a run_experiments.py results.json: missing 'recipe'"}
+                "bad.json": "bad.json: not a chargpt.recipes.reproduce results.json: line 2:",
+                "norecipe.json": "norecipe.json: not a chargpt.recipes.reproduce results.json: missing 'recipe'"}
     procs = run_concurrently([[sys.executable, "experiments/collect_results.py", str(tmp_path / name), "--json",
                                str(tmp_path / f"{name}.acc.json"), "--plot", str(tmp_path / f"{name}.acc.png")]
                               for name in expected], cwd=ROOT, env=ENV, timeout=120)
@@ -208,7 +209,7 @@ def test_probe_recall_counts_places_found_in_lines_and_what_the_model_continues(
             rest = next(line[len(prompt):] for line in lines if line.startswith(prompt))
             return torch.cat([ids, torch.tensor([tok.encode_text(rest[:max_new_tokens])])], dim=1)
 
-    probe = _load_script("probe_recall")
+    probe = importlib.import_module("chargpt.evaluation.probe_recall")
     monkeypatch.setattr(probe.CharGPTForCausalLM, "from_pretrained", lambda path: Oracle())
     assert probe.probe(str(model_dir), str(world)) == (20, expected_found, expected_found)
     golds, states = probe.probe_each(str(model_dir), str(world))
@@ -229,7 +230,7 @@ def test_probe_recall_reports_a_bad_model_dir_or_predictions_file_in_one_line(tm
     for extra, says in [([], "not a saved chargpt model"),
                         (["--predictions", str(tmp_path / "gone.predictions")], "gone.predictions: cannot read it")]:
         argv = [str(tmp_path / "missing"), "--data_dir", str(tmp_path), *extra]
-        assert run_script("experiments/probe_recall.py", argv) != 0
+        assert run_script("chargpt/evaluation/probe_recall.py", argv) != 0
         err = capsys.readouterr().err
         assert err.strip().count("\n") == 0 and says in err, err
 
@@ -243,7 +244,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         "--n_head", "4", "--n_embd", "32", "--block_size", "128", "--max_steps", "3", "--disable_tqdm", "True",
         "--report_to", "none"]) == 0
     out = tmp_path / "sel"
-    script = "experiments/select_finetune_lr.py"
+    script = "chargpt/recipes/select_finetune_lr.py"
     args = ["--model_name_or_path", str(pre), "--data_dir", str(world), "--out_dir", str(out), "--learning_rates",
             "1e-4,1e-3", "--holdout", "10", "--final", "--threads", "1", "--extra",
             "--num_train_epochs 1 --per_device_train_batch_size 4 --report_to none"]
@@ -284,8 +285,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert len(held) == 10 and sorted(part + held) == sorted(train_lines)
     assert not set(held) & set((world / "birth_dev.tsv").read_text().splitlines())
 
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
-    select = _load_script("select_finetune_lr")
+    select = importlib.import_module("chargpt.recipes.select_finetune_lr")
     again = select.split_questions(world / "birth_places_train.tsv", 10, 0, tmp_path / "again")
     assert again[1].read_text().splitlines() == held
     other = select.split_questions(world / "birth_places_train.tsv", 10, 1, tmp_path / "other")
@@ -315,7 +315,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
     assert row["seconds"]["train"] == pytest.approx(spent)
     assert row["scores"]["dev"] == {key: final["dev"][key] for key in ("correct", "total", "accuracy")}
     assert row["facts"]["finetune_learning_rate"] == summary["chosen_learning_rate"] and "10 held-out" in row["recipe"]
-    assert row["name"] != base["name"] and row["command"].startswith("python experiments/select_finetune_lr.py")
+    assert row["name"] != base["name"] and row["command"].startswith("python -m chargpt.recipes.select_finetune_lr")
     assert [(q["learning_rate"], q["holdout_correct"]) for q in row["facts"]["selection_points"]] == [
         (p["learning_rate"], p["holdout"]["correct"]) for p in points]
     collect.records.check([base, row], "selection")
@@ -323,17 +323,19 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         collect.selection_row(out / "selection.json", {})
     unfinished = tmp_path / "unfinished.json"
     unfinished.write_text(json.dumps({k: v for k, v in summary.items() if k != "final"}))
-    with pytest.raises(SystemExit, match="unfinished.json: not a finished select_finetune_lr.py --final run"):
+    with pytest.raises(SystemExit,
+                       match="unfinished.json: not a finished chargpt.recipes.select_finetune_lr --final run"):
         collect.selection_row(unfinished, {base["name"]: base})
-    # choose_final_questions.py: the held-out questions cut in halves; each half answered by a model finetuned like
-    # the selection's on the mixed questions plus the other half ("all"), and by the held-out model ("mixed"), whose
-    # records it reads: three of them are marked right here (a 3-step model answers none), so the count is not 0.
+    # chargpt.recipes.choose_final_questions: the held-out questions cut in halves; each half answered by a model
+    # finetuned like the selection's on the mixed questions plus the other half ("all"), and by the held-out model
+    # ("mixed"), whose records it reads: three of them are marked right here (a 3-step model answers none), so the count
+    # is not 0.
     chosen = out / f"lr{summary['chosen_learning_rate']:g}.holdout.predictions.records.jsonl"
     marked = [dict(r, correct=r["correct"] or i in (0, 3, 4)) for i, r in enumerate(map(json.loads,
                                                                                          chosen.read_text().splitlines()))]
     chosen.write_text("".join(json.dumps(r) + "\n" for r in marked))
     capsys.readouterr()
-    assert run_script("experiments/choose_final_questions.py", [  # its finetunings are processes
+    assert run_script("chargpt/recipes/choose_final_questions.py", [  # its finetunings are processes
         "--select_dir", str(out), "--data_dir", str(world), "--threads", "1"]) == 0
     printed = capsys.readouterr().out
     where = out / "final_questions"
@@ -356,7 +358,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         halves[k], (where / f"half{k}.predictions").read_text().splitlines(), strict=True))
     assert choice["mixed"] - choice["all"] == choice["only_mixed_right"] - choice["only_all_right"]
     assert choice["choice"] == ("mixed" if choice["mixed"] > choice["all"] else "all") and choice["choice"] in printed
-    choose_final = _load_script("choose_final_questions")
+    choose_final = importlib.import_module("chargpt.recipes.choose_final_questions")
     assert choose_final.tally([True, True, False], [False, True, True]) == {
         "questions": 3, "mixed": 2, "all": 2, "only_mixed_right": 1, "only_all_right": 1}
     assert choose_final.decide(5, 5) == "all" and choose_final.decide(6, 5) == "mixed"
@@ -369,7 +371,7 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
         assert says in str(stopped.value.code) and "\n" not in str(stopped.value.code)
     for flag, text, says in (("--eval_extra", "--max_new_tokns 3", "has no --max_new_tokns"),
                              ("--extra", "--learning_rate '1e-4", "quotation")):
-        monkeypatch.setattr(sys, "argv", ["select_finetune_lr.py", *args[:-2], flag, text])
+        monkeypatch.setattr(sys, "argv", ["chargpt.recipes.select_finetune_lr", *args[:-2], flag, text])
         with pytest.raises(SystemExit) as stopped:  # before any finetuning
             select.main()
         assert says in str(stopped.value.code) and flag in str(stopped.value.code)
@@ -377,8 +379,8 @@ def test_finetune_lr_is_chosen_on_held_out_training_questions_not_dev(tmp_path, 
 
 
 def test_bad_input_reaches_the_user_as_its_one_line(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
-    select, experiments = _load_script("select_finetune_lr"), _load_script("run_experiments")
+    select = importlib.import_module("chargpt.recipes.select_finetune_lr")
+    experiments = importlib.import_module("chargpt.recipes.reproduce")
     bad = tmp_path / "birth_places_train.tsv"
     bad.write_text("Where was A born?\tParis\nWhere was B born? no tab\nWhere was C born?\tRome\n")
     # A bad row is named in the user's file, before any split part exists.
@@ -413,7 +415,7 @@ def test_a_flag_a_later_stage_rejects_stops_the_run_before_the_first_stage(tmp_p
     """--extra reaches finetuning too: a pretraining-only flag there used to fail only after the hour of pretraining."""
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=20, n_train=10, n_dev=5, n_test=5, seed=0)
-    proc = subprocess.run([sys.executable, "experiments/run_experiments.py", "--data_dir", str(world), "--out_dir",
+    proc = subprocess.run([sys.executable, "-m", "chargpt.recipes.reproduce", "--data_dir", str(world), "--out_dir",
                            str(tmp_path / "exp"), "--recipe", "demo", "--variants", "learned", "--skip_baselines",
                            "--extra", f"--mixed_qa_corpus_path {world / 'birth_places_train.tsv'}"],
                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
@@ -426,9 +428,9 @@ def test_a_flag_a_later_stage_rejects_stops_the_run_before_the_first_stage(tmp_p
 
 
 def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch):
-    """The pretraining command run_experiments.py launches, on a CUDA device and on a CPU (the device check
+    """The pretraining command chargpt.recipes.reproduce launches, on a CUDA device and on a CPU (the device check
     patched), for each --fast_path: the GPU fast path adds --device_data True; a CPU run is today's command."""
-    experiments = _load_script("run_experiments")
+    experiments = importlib.import_module("chargpt.recipes.reproduce")
 
     class Launched(Exception):
         pass
@@ -442,8 +444,8 @@ def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch)
 
         monkeypatch.setattr(experiments, "cuda_available", lambda: cuda)
         monkeypatch.setattr(experiments, "run", run)
-        monkeypatch.setattr(sys, "argv", ["run_experiments.py", "--data_dir", str(tmp_path / "data"), "--out_dir",
-                                          str(tmp_path / "out"), "--variants", "rope", "--skip_baselines",
+        monkeypatch.setattr(sys, "argv", ["chargpt.recipes.reproduce", "--data_dir", str(tmp_path / "data"),
+                                          "--out_dir", str(tmp_path / "out"), "--variants", "rope", "--skip_baselines",
                                           "--fast_path", mode, "--extra", "--sync_steps 0"])
         with pytest.raises(Launched):
             experiments.main()
@@ -460,9 +462,9 @@ def test_make_reproduce_takes_the_fast_path_on_a_gpu_only(tmp_path, monkeypatch)
 
 
 def test_resume_keeps_a_finished_pretraining_and_continues_a_stopped_one(tmp_path, monkeypatch):
-    """`run_experiments.py --resume` (`make reproduce RESUME=1`): a 650-epoch CPU pretraining takes hours, so a
+    """`chargpt.recipes.reproduce --resume` (`make reproduce RESUME=1`): a 650-epoch CPU pretraining takes hours, so a
     session's end or a crash must not cost the steps already checkpointed."""
-    experiments = _load_script("run_experiments")
+    experiments = importlib.import_module("chargpt.recipes.reproduce")
     stages = stages_in_process(monkeypatch)  # a stage's own process stopped: the Ctrl-C test below, the SIGKILL one
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=20, n_train=10, n_dev=5, n_test=5, seed=0)
@@ -526,9 +528,9 @@ def test_ctrl_c_lets_the_stage_save_its_checkpoint_before_the_run_stops(tmp_path
         (out / "ready").write_text("yes")
         time.sleep(60)
         """))
-    driver = (f"import pathlib, sys, run_experiments; run_experiments.run([sys.executable, {str(stage)!r}], "
-              f"pathlib.Path({str(tmp_path / 'stage.log')!r}))")
-    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT / "experiments"), str(ROOT)])}
+    driver = (f"import pathlib, sys; from chargpt.recipes import reproduce; "
+              f"reproduce.run([sys.executable, {str(stage)!r}], pathlib.Path({str(tmp_path / 'stage.log')!r}))")
+    env = {**ENV, "PYTHONPATH": str(ROOT)}
     # Its own process group, as a terminal's foreground job, with Ctrl-C's default action: a shell without job
     # control starts background commands (`.ci/run &`) with SIGINT ignored, and Python then never raises
     # KeyboardInterrupt.
@@ -567,7 +569,7 @@ def test_make_help_lists_every_target_with_what_it_does():
 
 def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
     """Every value the recipe's two training stages resolve to (paths and the preset's name aside), as
-    recite_recipe.py passes its flags to them."""
+    chargpt.recipes.recite passes its flags to them."""
     from chargpt.training import parse_args
 
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
@@ -575,7 +577,7 @@ def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
     required = {"pretrain": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--mixed_qa_corpus_path", "q"],
                 "finetune": ["--pretrain_corpus_path", "w", "--output_dir", "x", "--finetune_corpus_path", "t",
                              "--model_name_or_path", "m"]}
-    position = ["--position_embedding_type", opts.variant]  # as run_experiments.py --variants passes it
+    position = ["--position_embedding_type", opts.variant]  # as chargpt.recipes.reproduce --variants passes it
     given = {"pretrain": [*both, *pretrain, *epochs, *position], "finetune": [*both, "--recite", "True"]}
     scripts = {"pretrain": train_pretrain, "finetune": train_finetune}
     return {stage: [{k: v for k, v in vars(p).items() if k not in ("preset", "mixed_qa_corpus_path")}
@@ -584,24 +586,25 @@ def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
 
 
 def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(monkeypatch):
-    """`make best` = `recite_recipe.py --recipe best` into out/best unless told otherwise, the seeds and the variant
-    passed through; every value its stages resolve to is what the block-160 commands of
+    """`make best` = `chargpt.recipes.recite --recipe best` into out/best unless told otherwise, the seeds and the
+    variant passed through; every value its stages resolve to is what the block-160 commands of
     results/recitation_chars_cpu.json resolved to, and its answers (the selection's and the final model's) are
     those their final models were measured with: from the recitation, continued, 4 beams, three rules."""
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # as running the script puts its folder first
-    recipe = _load_script("recite_recipe")
+    recipe = importlib.import_module("chargpt.recipes.recite")
     parser = recipe.build_parser()
 
     def parsed(command: str):
-        return parser.parse_args(shlex.split(command.split("recite_recipe.py ", 1)[1]))
+        # the recipe as a module today, or as the measured runs recorded it (experiments/recite_recipe.py)
+        measured_or_today = r"chargpt\.recipes\.recite |recite_recipe\.py "
+        return parser.parse_args(shlex.split(re.split(measured_or_today, command, maxsplit=1)[1]))
 
     def planned(*variables: str) -> str:
-        """The recite_recipe.py command `make -n best DATA=d` prints, on one line."""
+        """The chargpt.recipes.recite command `make -n best DATA=d` prints, on one line."""
         lines = run_ok(["make", "-n", "best", "DATA=d", *variables]).replace("\\\n", " ").splitlines()
-        return " ".join(next(line for line in lines if "recite_recipe.py" in line).split())
+        return " ".join(next(line for line in lines if "chargpt.recipes.recite" in line).split())
 
     command = planned("SEEDS=0,1", "VARIANT=learned")
-    assert "experiments/recite_recipe.py --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
+    assert "-m chargpt.recipes.recite --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
         in command
     best = _stage_settings(recipe, parsed(planned("SEEDS=0,1")))  # rope
     measured = [run for run in json.loads((ROOT / "results" / "recitation_chars_cpu.json").read_text())["records"]
@@ -627,17 +630,20 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     assert " ".join(answers) == ("--answer_from_recitation True --continue_recitation True --recitation_beams 4 "
                                  "--skip_name_words True --first_of_pair True --birth_before_death True")
     steps = recipe.commands(parsed(command))
-    selection = next(step for step in steps if step[1] == "experiments/select_finetune_lr.py" and "--final" in step)
+    selection = next(step for step in steps if step[1:3] == ["-m", "chargpt.recipes.select_finetune_lr"]
+                     and "--final" in step)
     assert selection[selection.index("--eval_extra") + 1] == " ".join(answers)  # the rate chosen as it answers
     assert selection[selection.index("--extra") + 1].endswith(" ".join(answers))  # saved with the models
-    assert _stage_settings(recipe, parsed("recite_recipe.py --data_dir d")) != best  # recite-cpu: 4 x 128, 76 epochs
+    # recite-cpu: 4 x 128, 76 epochs
+    assert _stage_settings(recipe, parsed("chargpt.recipes.recite --data_dir d")) != best
     assert "--out_dir x " in planned("RECITE_OUT=x")
-    # RESUME=1: the pretraining stage goes on from its latest checkpoint (run_experiments.py --resume)
+    # RESUME=1: the pretraining stage goes on from its latest checkpoint (chargpt.recipes.reproduce --resume)
     pretraining = [next(step for step in recipe.commands(parsed(planned(*resume)))
-                        if step[1] == "experiments/run_experiments.py") for resume in ([], ["RESUME=1"])]
+                        if step[1:3] == ["-m", "chargpt.recipes.reproduce"]) for resume in ([], ["RESUME=1"])]
     assert "--resume" not in pretraining[0] and pretraining[1] == [*pretraining[0][:-2], "--resume",
                                                                     *pretraining[0][-2:]]
-    # and the rate selection's finetunings run again over what the stopped run left (select_finetune_lr.py --resume)
+    # and the rate selection's finetunings run again over what the stopped run left (chargpt.recipes.select_finetune_lr
+    # --resume)
     selections = [[step for step in recipe.commands(parsed(planned(*resume))) if "--final" in step]
                   for resume in ([], ["RESUME=1"])]
     assert selections[1] and all("--resume" in step for step in selections[1])
@@ -649,13 +655,12 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
     it (no split step, no recitation rows), 650 epochs at the reference size unless told otherwise, then the same
     --recite selection per seed (the steps are the recitation recipe's, whose end-to-end run is tested below;
     results/span_recite_epochs_cpu.json's learned records are real runs of this plan)."""
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
-    recipe = _load_script("recite_recipe")
+    recipe = importlib.import_module("chargpt.recipes.recite")
     parse = recipe.build_parser().parse_args
     pretraining, *selections = recipe.commands(parse(["--data_dir", "d", "--recipe", "faithful-recite", "--seeds",
                                                       "0,1", "--no_confidence"]))
-    assert pretraining[1] == "experiments/run_experiments.py" and [c[1] for c in selections] == [
-        "experiments/select_finetune_lr.py"] * 2
+    assert pretraining[1:3] == ["-m", "chargpt.recipes.reproduce"] and [c[1:3] for c in selections] == [
+        ["-m", "chargpt.recipes.select_finetune_lr"]] * 2
 
     def value(cmd: list[str], flag: str) -> str:
         return cmd[cmd.index(flag) + 1]
@@ -701,7 +706,7 @@ def test_recite_recipe_reports_a_bad_training_question_from_its_split_step(tmp_p
     rows[2] = rows[2].replace("\t", " ")  # line 3: no tab
     train.write_text("\n".join(rows) + "\n", encoding="utf-8")
     launched = _record_processes(monkeypatch)
-    status = run_script("experiments/recite_recipe.py", ["--data_dir", str(world), "--out_dir", str(tmp_path / "r"),
+    status = run_script("chargpt/recipes/recite.py", ["--data_dir", str(world), "--out_dir", str(tmp_path / "r"),
                                                          "--holdout", "5", "--threads", "1"])
     printed = capsys.readouterr()
     assert status == 1 and launched == []
@@ -721,16 +726,17 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     out = tmp_path / "recite"
     # Seed 1 alone runs (a seed other than the split's 0: the split must not follow it); the plan for two seeds and
     # their summary are checked below without running them again (each seed is four trainings and five evaluations).
-    cmd = [sys.executable, "experiments/recite_recipe.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
+    cmd = [sys.executable, "chargpt/recipes/recite.py", "--data_dir", str(world), "--out_dir", str(out), "--seeds",
            "1", "--pretrain_epochs", "1", "--n_embd", "16", "--holdout", "10", "--learning_rates", "1e-3",
            "--threads", "1", "--extra", "--max_steps 2 --report_to none", "--pretrain_extra", "--n_layer 1 --n_head 2",
            "--unknown_people", "12"]
     assert run_script(cmd[1], [*cmd[2:], "--dry_run"]) == 0
     planned = capfd.readouterr().out.splitlines()
     assert [_step(line) for line in planned] == [
-        "experiments/select_finetune_lr.py", "experiments/run_experiments.py", "experiments/select_finetune_lr.py",
+        "-m chargpt.recipes.select_finetune_lr", "-m chargpt.recipes.reproduce",
+        "-m chargpt.recipes.select_finetune_lr",
         "-m data_scripts.unknown_people", "-m data_scripts.unknown_people", "evaluate_birthplace.py",
-        "experiments/abstention.py", "experiments/abstention.py", "-m chargpt.evaluation.calibrate",
+        "-m chargpt.evaluation.abstention", "-m chargpt.evaluation.abstention", "-m chargpt.evaluation.calibrate",
         "-m chargpt.evaluation.known_unknown"]
     assert "--keep_models" in planned[2]  # step 4 needs the held-out models
     assert not out.exists(), "--dry_run runs nothing"
@@ -738,7 +744,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert run_script(cmd[1], cmd[2:]) == 0  # capfd: what its steps print too
     # Its steps run in its own process (no interpreter start for each): the only processes are the training ones
     # its drivers start, each as a user starts it, with the recipe's threads (here they run in this process; a
-    # stage's own process is tested with run_experiments.py above).
+    # stage's own process is tested with chargpt.recipes.reproduce above).
     assert processes == [] and launched
     assert all(args[:3] == ["env", "OMP_NUM_THREADS=1", sys.executable] for args in launched)
     scripts = [Path(args[3]).name for args in launched]
@@ -799,8 +805,7 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
             assert saved["answer_from_recitation"] is False  # this run's evaluations took no spans
             if found["threshold"] is not None:
                 assert saved["abstention"]["holdout"].endswith("lr0.001.holdout.predictions")
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
-    recipe = _load_script("recite_recipe")
+    recipe = importlib.import_module("chargpt.recipes.recite")
 
     def plan(*flags: str) -> list[str]:
         """What --dry_run prints with these flags, from the recipe in this process (the CLI's own is checked above)."""
@@ -823,20 +828,21 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
     assert dry == [line.replace(" --keep_models", "") for line in planned[:3]]
     spans = plan("--answer_from_recitation")  # every reciting evaluation
     # split and pretraining (with its plain finetuning) as before; the selection passes the flag to every evaluation;
-    # step 4's held-out model answers dev with it; abstention.py reads what it wrote
+    # step 4's held-out model answers dev with it; chargpt.evaluation.abstention reads what it wrote
     flag = {2: " --eval_extra '--answer_from_recitation True'", 5: " --answer_from_recitation True"}
     # and every reciting model is finetuned to save that choice (its pipeline answers the same way)
     saving = "--recite True --answer_from_recitation True"
     assert spans == [line.replace("--recite True", saving) + flag.get(i, "") for i, line in enumerate(planned)]
-    # --choose_final_questions (step 5): choose_final_questions.py on the selection, then the held-out model answers
-    # test (dev: step 4 did); without step 4 it answers dev too, and the selection still keeps its models
+    # --choose_final_questions (step 5): chargpt.recipes.choose_final_questions on the selection, then the held-out
+    # model answers test (dev: step 4 did); without step 4 it answers dev too, and the selection still keeps its models
     chosen = plan("--choose_final_questions")
     assert chosen[:len(planned)] == planned
     select = out / "select" / "seed1"
     choose, test = chosen[len(planned):]
     # every step any plan holds has its script's main to run in the recipe's process
     assert {_step(line) for line in [*chosen, *spans]} == set(recipe.STEPS)
-    assert choose.startswith(f"python experiments/choose_final_questions.py --select_dir {select} --data_dir {world}")
+    assert choose.startswith(
+        f"python -m chargpt.recipes.choose_final_questions --select_dir {select} --data_dir {world}")
     assert test.startswith(f"python evaluate_birthplace.py --model_name_or_path {select}/CHOSEN-finetune")
     assert f"--eval_corpus_path {world / 'birth_test_inputs.tsv'}" in test
     alone = plan("--choose_final_questions", "--no_confidence")

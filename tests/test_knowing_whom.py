@@ -290,11 +290,10 @@ def test_a_training_run_refuses_an_output_dir_inside_the_model_it_reads(calibrat
     assert "is --pretrain_corpus_path" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("driver", ["run_experiments", "select_finetune_lr"])
-def test_the_lab_drivers_refuse_an_out_dir_that_is_their_data(driver, world, monkeypatch, capsys):  # noqa: F811
+@pytest.mark.parametrize("driver", ["chargpt.recipes.reproduce", "chargpt.recipes.select_finetune_lr"])
+def test_the_recipe_drivers_refuse_an_out_dir_that_is_their_data(driver, world, monkeypatch, capsys):  # noqa: F811
     import importlib
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "experiments"))
     module = importlib.import_module(driver)
     with pytest.raises(SystemExit, match=f"error: --out_dir {world} is --data_dir"):
         module.main(["--data_dir", str(world), "--out_dir", str(world), "--split_only"]

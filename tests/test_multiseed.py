@@ -268,8 +268,7 @@ def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monk
 
 
 def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
-    experiments = importlib.import_module("run_experiments")
+    experiments = importlib.import_module("chargpt.recipes.reproduce")
     calls = []
     monkeypatch.setattr(experiments, "run", lambda cmd, log: calls.append((cmd, log)) or 12.0)
     wiki = tmp_path / "wiki.txt"
@@ -311,7 +310,7 @@ def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tm
                                                                                  "True"]
     assert "--stack_seeds" not in plan("0,1", False, "--stack_seeds")[0] and len(calls) == 4
     # ... and the run says so (here it then stops at the missing data)
-    monkeypatch.setattr(sys, "argv", ["run_experiments.py", "--data_dir", str(tmp_path / "none"), "--out_dir",
+    monkeypatch.setattr(sys, "argv", ["chargpt.recipes.reproduce", "--data_dir", str(tmp_path / "none"), "--out_dir",
                                       str(tmp_path / "o"), "--seeds", "0,1", "--stack_seeds", "--recipe", "demo"])
     with pytest.raises(SystemExit, match="file not found"):
         experiments.main()

@@ -242,7 +242,7 @@ def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshol
     config["answering"]["abstain_below"] = threshold
     (folder / "config.json").write_text(json.dumps(config))
     out = tmp_path / "pipeline.json"
-    made = tmp_path / "made.json"  # what experiments/recite_recipe.py writes of the run that made the model
+    made = tmp_path / "made.json"  # what chargpt/recipes/recite.py writes of the run that made the model
     made.write_text(json.dumps({"command": "make best", "recipe": "best", "pretraining": "recitation",
                                 "variant": config["position_embedding_type"], "n_embd": config["n_embd"],
                                 "pretrain_epochs": 50, "seeds": [{"seed": 3, "dev": 90.0}]}))

@@ -184,19 +184,20 @@ def settings(parsed):
 
 
 def test_best_preset_is_the_recipe_measured_at_the_reference_size():
-    """--preset best resolves to what experiments/recite_recipe.py ran for results/best_cpu.json (a recorded
+    """--preset best resolves to what chargpt/recipes/recite.py ran for results/best_cpu.json (a recorded
     command's stage flags, the chosen rate of a seed), and the evaluation answers as its final models were measured
     (results/birth_before_death_cpu.json: 4 beams and the three rules)."""
-    recipe = load("experiments/recite_recipe.py")
+    recipe = load("chargpt/recipes/recite.py")
     found = Path(__file__).parents[1] / "results"
     runs = json.loads((found / "best_cpu.json").read_text())["records"]
     rate = DEFAULTS["finetune"]["best"]["learning_rate"]
     run = next(dict(r, **r["facts"]) for r in runs if r["facts"]["learning_rate"] == rate and r["command"])
     opts = recipe.build_parser().parse_args(shlex.split(run["command"])[2:])
     both, pretrain = (shlex.split(flags) for flags in recipe.stage_flags(opts))
-    epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]  # run_experiments.py --pretrain_epochs
+    # chargpt.recipes.reproduce --pretrain_epochs
+    epochs = ["--num_train_epochs", str(recipe.settled(opts).pretrain_epochs)]
     split = pretrain[pretrain.index("--mixed_qa_corpus_path") + 1]
-    position = ["--position_embedding_type", opts.variant]  # as run_experiments.py --variants passes it
+    position = ["--position_embedding_type", opts.variant]  # as chargpt.recipes.reproduce --variants passes it
     ran = {"pretrain": [*epochs, *both, *pretrain, *position],
            "finetune": [*both, "--recite", "True", "--learning_rate", str(run["learning_rate"])]}
     for stage, flags in ran.items():

@@ -19,7 +19,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 DATA = "../shared/data"
 # Values for the pages' shell variables (their loops run V over learned and rope, S over 0, 1, 2) and for the
 # positional arguments of reproduce.md's `sel NAME MODEL SEED` helper; C a confidence folder, T a threshold, R a
-# run_experiments.py folder, P a pretrained model, E its span-corruption epochs, K a number of beams, F a final model.
+# chargpt.recipes.reproduce folder, P a pretrained model, E its span-corruption epochs, K a number of beams, F a final
+# model.
 VARIABLES = {"D": DATA, "DIR": DATA, "V": "rope", "S": "0", "LR": "3e-4", "H": "out/held-out", "F": "out/final",
              "C": "out/conf", "T": "0.3", "R": "out/run", "P": "out/pretrained", "E": "290", "K": "4", "1": "name",
              "2": "out/model", "3": "0"}
@@ -35,7 +36,7 @@ def readme_commands(pages: list[Path] = PAGES) -> list[str]:
         for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S):
             for line in block.replace("\\\n", " ").splitlines():
                 code = line.split("  #")[0].strip()
-                if code and not code.startswith("#") and re.search(r"\S+\.py\b", code):
+                if code and not code.startswith("#") and re.search(r"\S+\.py\b|python -m chargpt\.", code):
                     commands.append(code)
     return commands
 
@@ -46,6 +47,8 @@ def load(script: str):
 
     Run as a script, its own folder is on sys.path, so `from run_experiments import ...` finds the sibling; here the
     sibling goes into sys.modules under that name instead, which needs no sys.path edit."""
+    if script.startswith("chargpt/"):  # a module of the package: imported as the package has it
+        return importlib.import_module(script.removesuffix(".py").replace("/", "."))
     path = ROOT / script
     loaded = sys.modules.get(path.stem)
     if loaded is not None and Path(getattr(loaded, "__file__", "")) == path:  # e.g. a root script a test imported
@@ -67,13 +70,18 @@ def load(script: str):
 
 
 def split_command(command: str) -> tuple[list[str], str, list[str]]:
-    """(launcher tokens, script path, its arguments) with the README's variables and placeholders filled in."""
+    """(launcher tokens, script path, its arguments) with the README's variables and placeholders filled in; a
+    module run with `python -m` gives its file's path."""
     for name, value in VARIABLES.items():
         command = re.sub(rf"\$\{{?{name}\b\}}?", value, command)
     assert "$" not in command, f"an undefined shell variable in: {command}"
     tokens = []
     for token in shlex.split(command):
         tokens += PLACEHOLDERS.get(token, [token])
+    if "-m" in tokens:
+        at = tokens.index("-m")
+        module = tokens.pop(at + 1)
+        tokens[at] = module.replace(".", "/") + ".py"
     at = next(i for i, token in enumerate(tokens) if token.endswith(".py"))
     args = tokens[at + 1:]
     cut = next((i for i, token in enumerate(args) if token in SHELL_OPERATORS), len(args))
@@ -96,11 +104,11 @@ def check_command(command: str) -> None:
         check_flags(load(script).build_parser(), args, HF_SCRIPTS[name], name)
         return
     opts = load(script).build_parser().parse_args(args)
-    if name == "run_experiments.py":
+    if script == "chargpt/recipes/reproduce.py":
         load(script).check_all_stage_flags(opts)
-    elif name == "select_finetune_lr.py":
+    elif script == "chargpt/recipes/select_finetune_lr.py":
         load(script).extra_flags(opts.extra)
-    elif name == "recite_recipe.py":
+    elif script == "chargpt/recipes/recite.py":
         load(script).check(opts)
     elif name == "bench_gpu.py":
         load(script).chosen_variants(opts)
@@ -111,8 +119,9 @@ def test_the_pages_print_commands_for_every_stage():
     commands = readme_commands()
     scripts = {split_command(c)[1] for c in commands if "..." not in c}
     assert len(commands) >= 50  # reproduce.md runs one command over V and S instead of repeating it
-    assert {"train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py", "experiments/run_experiments.py",
-            "experiments/select_finetune_lr.py", "experiments/collect_results.py", "experiments/probe_recall.py",
+    assert {"train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py", "chargpt/recipes/reproduce.py",
+            "chargpt/recipes/select_finetune_lr.py", "experiments/collect_results.py",
+            "chargpt/evaluation/probe_recall.py",
             "experiments/docs_tables.py", "experiments/plot_results.py",
             "experiments/benchmarks/bench_train.py"} <= scripts
     # The front page keeps the assignment's own commands: pretrain, finetune, evaluate.
@@ -132,12 +141,12 @@ def test_a_readme_command_parses(command):
     "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tsv --baseline londn",
     "accelerate launch --config_file accelerate_config.yaml train_pretrain.py --pretrain_corpus_path "
     "../shared/data/wiki.txt --output_dir o --presets cpu-fast",
-    "python experiments/run_experiments.py --data_dir ../shared/data --out_dir o --skip_baselines --variants rope "
+    "python -m chargpt.recipes.reproduce --data_dir ../shared/data --out_dir o --skip_baselines --variants rope "
     "--extra '--mixed_qa_corpus_path ../shared/data/birth_places_train.tsv'",
-    "python experiments/select_finetune_lr.py --model_name_or_path m --data_dir ../shared/data --out_dir o "
+    "python -m chargpt.recipes.select_finetune_lr --model_name_or_path m --data_dir ../shared/data --out_dir o "
     "--extra '--learning_rte 1e-4'",
-    "python experiments/probe_recall.py",
-    "python experiments/recite_recipe.py --data_dir ../shared/data --pretrain_extra '--n_lyer 2'",
+    "python -m chargpt.evaluation.probe_recall",
+    "python -m chargpt.recipes.recite --data_dir ../shared/data --pretrain_extra '--n_lyer 2'",
     "python experiments/benchmarks/bench_gpu.py --data_dir ../shared/data --variants today,fast_compield",
     "python evaluate_birthplace.py --eval_corpus_path ../shared/data/birth_dev.tssv --baseline london",
 ])

@@ -335,7 +335,7 @@ def test_the_shell_sees_exactly_one_line(world, good, tmp_path):
 
 
 def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_was(tmp_path, capsys):
-    """run_logged (run_experiments.py's evaluations): prints, progress bars, our log records and
+    """run_logged (chargpt.recipes.reproduce's evaluations): prints, progress bars, our log records and
     transformers' all land in the stage's log, not on the console; a user error is the log's `error:` line and
     status 1; the console's logging is the same afterwards, so the next stage's log gets only its own lines."""
     import logging as std_logging
@@ -370,9 +370,9 @@ def test_a_stage_run_in_this_process_writes_to_its_log_and_leaves_logging_as_it_
 
 
 def test_a_step_run_in_this_process_prints_on_the_console_and_leaves_logging_as_it_was(monkeypatch, capsys):
-    """run_in_process (recite_recipe.py's steps): the step's prints, log records and one error line on the console,
-    as its own process shows them; afterwards the driver's logging is as it was, so transformers' INFO records (every
-    config a later model load reads) do not flood the driver's next lines."""
+    """run_in_process (chargpt.recipes.recite's steps): the step's prints, log records and one error line on the
+    console, as its own process shows them; afterwards the driver's logging is as it was, so transformers' INFO records
+    (every config a later model load reads) do not flood the driver's next lines."""
     import logging as std_logging
 
     from transformers.utils import logging as hf_logging

@@ -2,7 +2,7 @@
 (``<predictions>.records.jsonl``; the fields: `chargpt.evaluation.records`), read and written.
 
 Its own module, needing neither torch nor the model, so the tools that only read an evaluation's files
-(`experiments/abstention.py`, the recipes' summaries) start in a second.
+(`chargpt/evaluation/abstention.py`, the recipes' summaries) start in a second.
 """
 
 from __future__ import annotations

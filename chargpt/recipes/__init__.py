@@ -1,5 +1,5 @@
 """The named recipes, one YAML file each: what `--preset NAME` sets in every stage and, for the recipes that choose
-their finetuning rate on held-out training questions, how (`experiments/recite_recipe.py --recipe NAME`).
+their finetuning rate on held-out training questions, how (`chargpt/recipes/recite.py --recipe NAME`).
 
 A file holds `purpose` (one line for `--help`), the sections `pretrain`, `finetune` and `evaluate` (flag values of
 train_pretrain.py, train_finetune.py and evaluate_birthplace.py), and where it needs them `finetune_from_scratch`

@@ -210,9 +210,9 @@ def run_logged(main: Callable[[Sequence[str] | None], int | None], argv: Sequenc
 
 
 def run_in_process(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str]) -> int:
-    """`run_cli` in this process, on the console, as its own process would run it: a driver's step (recite_recipe.py's)
-    skips a new interpreter's imports, and the logging `run_cli` sets up (INFO records, transformers' verbosity) ends
-    with the step, so the driver's next lines are as they were."""
+    """`run_cli` in this process, on the console, as its own process would run it: a driver's step
+    (chargpt.recipes.recite's) skips a new interpreter's imports, and the logging `run_cli` sets up (INFO records,
+    transformers' verbosity) ends with the step, so the driver's next lines are as they were."""
     with _logging_kept():
         return run_cli(main, argv)
 

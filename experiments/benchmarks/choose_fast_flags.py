@@ -33,7 +33,7 @@ from chargpt.training.cli import UsageError, run_cli
 
 UNFAITHFUL = ("--tf32", "--packed_rows")  # flags that change what is computed: opt-in, never chosen for a run
 MIN_TAIL = 5  # losses in a row's last tenth below which its spread says nothing (the reference row is itself)
-SET_BY_THE_RUN = ("--device_data", "--seeds", "--stack_seeds", "--seed")  # flags run_experiments.py sets itself
+SET_BY_THE_RUN = ("--device_data", "--seeds", "--stack_seeds", "--seed")  # flags chargpt.recipes.reproduce sets itself
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ the format and threshold saved there), asks every dev question, and records the 
 everything, then the coverage and precision at the saved threshold ("I don't know" below it). With
 --predictions (evaluate_birthplace.py's file for the same model) it also counts the answers that differ from the
 evaluation's: the pipeline must answer as the model was measured. --recipe_results copies how the model was made
-(experiments/recite_recipe.py's results.json: command, recipe, pretraining time, chosen rate) into the record.
+(chargpt/recipes/recite.py's results.json: command, recipe, pretraining time, chosen rate) into the record.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True, help="A finetuned model folder (its saved settings answer).")
     parser.add_argument("--data_dir", required=True, help="Folder with birth_dev.tsv.")
     parser.add_argument("--predictions", help="evaluate_birthplace.py's dev predictions of the same model.")
-    parser.add_argument("--recipe_results", help="recite_recipe.py's results.json that made the model.")
+    parser.add_argument("--recipe_results", help="chargpt.recipes.recite's results.json that made the model.")
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--json", required=True, help="Where the record goes.")
     return parser
@@ -54,7 +54,7 @@ def score(outputs: list[dict], gold: list[str]) -> dict:
 
 
 def recipe_of(path: str) -> dict:
-    """What recite_recipe.py's results.json says made the model (command, recipe, shape, epochs, per-seed record;
+    """What chargpt.recipes.recite's results.json says made the model (command, recipe, shape, epochs, per-seed record;
     the recipe is chargpt/recipes/'s name, or the pretraining's where an older run wrote no recipe)."""
     try:
         made = json.loads(read_text_file(path))

@@ -1,12 +1,12 @@
 """Should the final finetuning see every training question, or only those pretraining mixed in? Chosen on held-out
 training questions, never on dev.
 
-    python experiments/choose_final_questions.py --select_dir OUT/select/seed0 --data_dir ../shared/data
+    python -m chargpt.recipes.choose_final_questions --select_dir OUT/select/seed0 --data_dir ../shared/data
 
-The recitation recipe (experiments/recite_recipe.py) pretrains with the training questions outside a held-out split as
-recitation rows, chooses the finetuning rate on the held-out ones (select_finetune_lr.py), then finetunes on all
-training questions ("all"). The held-out people, like dev's, were never paired with a question in pretraining; the
-held-out model, finetuned on the mixed questions alone ("mixed"), may answer such people better than the final one.
+The recitation recipe (chargpt/recipes/recite.py) pretrains with the training questions outside a held-out split as
+recitation rows, chooses the finetuning rate on the held-out ones (chargpt.recipes.select_finetune_lr), then finetunes
+on all training questions ("all"). The held-out people, like dev's, were never paired with a question in pretraining;
+the held-out model, finetuned on the mixed questions alone ("mixed"), may answer such people better than the final one.
 To decide without dev, the held-out questions are cut in two halves: for each half the pretrained model is finetuned
 as in the selection (same rate, seed and flags) on the mixed questions plus the other half, and answers this half.
 The held-out model already answered the same questions (its records), so each question is answered once by either
@@ -25,10 +25,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from run_experiments import evaluate, finetune_command, run
-from select_finetune_lr import shuffled
-
 from chargpt.evaluation.record_files import check_records_match, read_records
+from chargpt.recipes.reproduce import evaluate, finetune_command, run
+from chargpt.recipes.select_finetune_lr import shuffled
 from chargpt.training.cli import command_line
 from chargpt.training.files import atomic_write_json
 from data_scripts import DataFileError
@@ -37,7 +36,8 @@ from data_scripts import DataFileError
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--select_dir", required=True,
-                        help="A finished select_finetune_lr.py --out_dir (selection.json, split/, the chosen rate's "
+                        help="A finished chargpt.recipes.select_finetune_lr --out_dir (selection.json, split/, the "
+                             "chosen rate's "
                         "held-out predictions and records).")
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt.")
     parser.add_argument("--out_dir",
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--half_seed", type=int, default=0, help="Seed of the cut of the held-out questions.")
     parser.add_argument("--resume", action="store_true",
                         help="Go on after a stopped run: each finetuning runs again over the model it left "
-                        "(recite_recipe.py --resume).")
+                        "(chargpt.recipes.recite --resume).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     return parser
 
@@ -58,13 +58,13 @@ def load_selection(select_dir: Path) -> tuple[dict, Path]:
     except (OSError, json.JSONDecodeError) as err:
         sys.exit(f"error: {path}: cannot read it ({getattr(err, 'strerror', None) or err})")
     if "chosen_learning_rate" not in selection:
-        sys.exit(f"error: {path}: no chosen_learning_rate (an unfinished select_finetune_lr.py run?)")
+        sys.exit(f"error: {path}: no chosen_learning_rate (an unfinished chargpt.recipes.select_finetune_lr run?)")
     predictions = select_dir / f"lr{selection['chosen_learning_rate']:g}.holdout.predictions"
     return selection, predictions
 
 
 def halves(n: int, seed: int) -> list[list[int]]:
-    """Indices 0..n-1 in two halves of a seeded shuffle (select_finetune_lr.py's), each in file order."""
+    """Indices 0..n-1 in two halves of a seeded shuffle (chargpt.recipes.select_finetune_lr's), each in file order."""
     order = shuffled(n, seed)
     return [sorted(order[: n // 2]), sorted(order[n // 2:])]
 
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     totals = {key: sum(p[key] for p in parts) for key in ("questions", "mixed", "all", "only_mixed_right",
                                                           "only_all_right")}
     summary = {"select_dir": str(select_dir), "model": selection["model"], "learning_rate": rate,
-               "command": command_line("experiments/choose_final_questions.py", argv), "halves": parts, **totals,
+               "command": command_line("-m chargpt.recipes.choose_final_questions", argv), "halves": parts, **totals,
                "choice": decide(totals["mixed"], totals["all"]), "seconds": round(time.perf_counter() - start, 1)}
     atomic_write_json(out / "choice.json", summary)
     print(f"held-out {totals['questions']}: mixed only {totals['mixed']}, all {totals['all']} -> {summary['choice']} "

@@ -1,6 +1,6 @@
 """Has a pretrained model memorised the dev birthplaces? Asks it to continue its own wiki.txt line.
 
-    python experiments/probe_recall.py MODEL_DIR [--data_dir ../shared/data] [--predictions DEV_PREDICTIONS ...]
+    python -m chargpt.evaluation.probe_recall MODEL_DIR [--data_dir ../shared/data] [--predictions DEV_PREDICTIONS ...]
 
 For each dev question whose place occurs in the person's wiki.txt line (before character 120), the line up to
 the place is the prompt and greedy decoding must continue with the place. High recall with low finetuned
@@ -98,7 +98,7 @@ def main() -> None:
         golds, found = probe_each(opts.model_dir, opts.data_dir)
         splits = [reached(golds, found, lines, path) for lines, path in zip(predictions, opts.predictions, strict=True)]
     except (DataFileError, OSError) as err:
-        sys.exit(f"probe_recall.py: {err}")
+        sys.exit(f"chargpt.evaluation.probe_recall: {err}")
     total, in_line, recalled = tally(found)
     print(f"{opts.model_dir}: {total} dev questions, {in_line} with the place in their line, recalled "
           f"{recalled} ({100 * recalled / max(in_line, 1):.1f}% of those)")

@@ -12,27 +12,27 @@ giving the held-out questions and the rates to choose from. The recipes with one
 
 It runs the commands that measured those rows, with their flags (docs/reproduce.md, "Uncorrupted documents,
 recitation rows in pretraining"):
-  1. select_finetune_lr.py --split_only (a recipe whose pretraining needs the questions): --holdout training
-     questions set aside, never seen in pretraining;
-  2. run_experiments.py: each seed pretrained by the recipe, on the other training questions where it mixes them in
-     (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
-  3. select_finetune_lr.py --final per seed: the `--recite True` rate chosen on the held-out questions, then the
-     finetuning on all training questions, dev and test predictions.
+  1. chargpt.recipes.select_finetune_lr --split_only (a recipe whose pretraining needs the questions): --holdout
+     training questions set aside, never seen in pretraining;
+  2. chargpt.recipes.reproduce: each seed pretrained by the recipe, on the other training questions where it mixes
+     them in (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
+  3. chargpt.recipes.select_finetune_lr --final per seed: the `--recite True` rate chosen on the held-out
+     questions, then the finetuning on all training questions, dev and test predictions.
   4. per seed, unless --no_confidence (issue 24, docs/confidence.md): the held-out model at the chosen rate (kept by
-     step 3's --keep_models; it never saw the held-out questions) answers dev, and abstention.py chooses the
-     threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
+     step 3's --keep_models; it never saw the held-out questions) answers dev, and chargpt.evaluation.abstention chooses
+     the threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
      saved into the held-out model and the final model (their pipelines abstain below it) and applied to the final
      model's dev answers. Then the confidence the final model shows: chargpt.evaluation.calibrate fits it on the
      held-out model's answers to the held-out questions and to --unknown_people people no line of wiki.txt mentions
      (data_scripts.unknown_people, seed 0), and saves it with its "I don't know" threshold into the final model;
      chargpt.evaluation.known_unknown measures it on dev against as many other unknown people (seed 1).
-  5. per seed, with --choose_final_questions: choose_final_questions.py decides on halves of the held-out questions
-     whether the final model should be finetuned on all training questions (step 3's) or only on those pretraining
-     mixed in (the held-out model); the held-out model answers dev and test, and the seed's dev and test answers
-     are the chosen model's.
-Then probe_recall.py's probe of each pretrained model (how many dev places it continues its own wiki.txt line with:
-what it stored, beside what it answers). Writes OUT/results.json (every seed and the mean) and prints a table;
-`--dry_run` prints the commands only (CHOSEN stands for the rate step 3 chooses).
+  5. per seed, with --choose_final_questions: chargpt.recipes.choose_final_questions decides on halves of the
+     held-out questions whether the final model should be finetuned on all training questions (step 3's) or only
+     on those pretraining mixed in (the held-out model); the held-out model answers dev and test, and the seed's
+     dev and test answers are the chosen model's.
+Then chargpt.evaluation.probe_recall's probe of each pretrained model (how many dev places it continues its own
+wiki.txt line with: what it stored, beside what it answers). Writes OUT/results.json (every seed and the mean) and
+prints a table; `--dry_run` prints the commands only (CHOSEN stands for the rate step 3 chooses).
 """
 
 from __future__ import annotations
@@ -47,17 +47,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import abstention
-import choose_final_questions
-import run_experiments
-import select_finetune_lr
-from probe_recall import probe
-from run_experiments import StageInterrupted, check_stage_flags
-
 import evaluate_birthplace
 from chargpt import recipes
-from chargpt.evaluation import calibrate, known_unknown
+from chargpt.evaluation import abstention, calibrate, known_unknown
+from chargpt.evaluation.probe_recall import probe
 from chargpt.evaluation.record_files import read_records
+from chargpt.recipes import choose_final_questions, reproduce, select_finetune_lr
+from chargpt.recipes.reproduce import StageInterrupted, check_stage_flags
 from chargpt.training import ModelArguments
 from chargpt.training.cli import run_in_process
 from chargpt.training.files import atomic_write_json
@@ -104,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Step 5: the final model finetuned on all training questions or only on the mixed ones "
                         "(the held-out model), whichever answers more of halves of the held-out questions.")
     parser.add_argument("--resume", action="store_true",
-                        help="Go on with a stopped run in the same --out_dir (run_experiments.py --resume): a finished "
+                        help="Go on with a stopped run in the same --out_dir (chargpt.recipes.reproduce --resume): a "
+                             "finished "
                         "pretraining is kept, a stopped one continues from its latest checkpoint, the later steps "
                         "(finetunings included) run again.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -151,7 +148,8 @@ def paths(opts: argparse.Namespace) -> dict[str, Path]:
 
 
 def pretrained_model(opts: argparse.Namespace, seed: int) -> Path:
-    """Seed `seed`'s model as run_experiments.py saves it: alone, or as a member of one --seeds run (GPU fast path)."""
+    """Seed `seed`'s model as chargpt.recipes.reproduce saves it: alone, or as a member of one --seeds run (GPU fast
+    path)."""
     run = paths(opts)["pretrain"]
     together = run / f"{opts.variant}-causal-seeds-pretrain" / f"seed-{seed}"
     return together if together.is_dir() else run / f"{opts.variant}-causal-seed{seed}-pretrain"
@@ -199,17 +197,19 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
         return [py, "evaluate_birthplace.py", "--model_name_or_path", f"{chosen}-finetune", "--eval_corpus_path",
                 str(Path(opts.data_dir) / tsv), "--outputs_path", f"{chosen}.{split}.predictions", *span_flags(opts)]
 
-    split = [[py, "experiments/select_finetune_lr.py", "--data_dir", opts.data_dir, "--out_dir", str(where["split"]),
+    split = [[py, "-m", "chargpt.recipes.select_finetune_lr", "--data_dir", opts.data_dir, "--out_dir",
+              str(where["split"]),
               "--holdout", str(opts.holdout), "--split_only"]]
     cmds = [*(split if opts.mixes_questions else []),
-            [py, "experiments/run_experiments.py", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
+            [py, "-m", "chargpt.recipes.reproduce", "--data_dir", opts.data_dir, "--out_dir", str(where["pretrain"]),
              "--recipe", "reference", "--variants", opts.variant, "--seeds", opts.seeds, "--pretrain_epochs",
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
              "--pretrain_extra", pretrain, *again,
              # the "plain finetuning" column finetunes the reference way, whatever the recipe's finetuning does
              *(["--finetune_extra", "--recite False"] if recipes.load(opts.recipe)["finetune"].get("recite") else [])]]
     for seed in seeds:
-        cmds.append([py, "experiments/select_finetune_lr.py", "--model_name_or_path", str(pretrained_model(opts, seed)),
+        cmds.append([py, "-m", "chargpt.recipes.select_finetune_lr", "--model_name_or_path",
+                     str(pretrained_model(opts, seed)),
                      "--data_dir", opts.data_dir, "--out_dir", str(where["select"] / f"seed{seed}"), "--seed",
                      str(seed), "--holdout", str(opts.holdout), "--learning_rates", opts.learning_rates,
                      "--threads", str(opts.threads), "--extra", " ".join([both, "--recite", "True", *span_flags(opts)]),
@@ -225,7 +225,8 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                  [*make, "--seed", "1", "--avoid", unknown["fit"], "--out", unknown["eval"]]]
     for seed in seeds if opts.confidence else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
-        held = [py, "experiments/abstention.py", "--holdout", f"{chosen}.holdout.predictions", "--target_precision",
+        held = [py, "-m", "chargpt.evaluation.abstention", "--holdout", f"{chosen}.holdout.predictions",
+                "--target_precision",
                 str(opts.target_precision)]
         final = str(chosen.parent / "final-finetune")
         cmds += [answer(chosen, "dev", "birth_dev.tsv"),
@@ -242,7 +243,8 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                   str(chosen.parent / "known_unknown.json")]]
     for seed in seeds if opts.choose_final_questions else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
-        cmds.append([py, "experiments/choose_final_questions.py", "--select_dir", str(chosen.parent), "--data_dir",
+        cmds.append([py, "-m", "chargpt.recipes.choose_final_questions", "--select_dir", str(chosen.parent),
+                     "--data_dir",
                      opts.data_dir, "--threads", str(opts.threads), *again])
         answered = [("test", "birth_test_inputs.tsv")] if opts.confidence else [  # step 4 wrote dev's
             ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
@@ -270,7 +272,7 @@ def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
     """A planned step with what exists only once the earlier steps ran: each seed's pretrained folder (alone or in
     a --seeds run) and the rate its selection chose."""
     cmd = list(cmd)
-    if cmd[1] == "experiments/select_finetune_lr.py" and "--model_name_or_path" in cmd:
+    if cmd[1:3] == ["-m", "chargpt.recipes.select_finetune_lr"] and "--model_name_or_path" in cmd:
         seed = int(cmd[cmd.index("--seed") + 1])
         cmd[cmd.index("--model_name_or_path") + 1] = str(pretrained_model(opts, seed))
     for i, arg in enumerate(cmd):
@@ -316,7 +318,7 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         if opts.choose_final_questions:
             rows[-1].update(final_questions(where["select"] / f"seed{seed}", sel["chosen_learning_rate"], rows[-1]))
     dev = [r["dev"] for r in rows]
-    return {"what": f"experiments/recite_recipe.py --recipe {opts.recipe} (chargpt/recipes/{opts.recipe}.yaml): "
+    return {"what": f"chargpt/recipes/recite.py --recipe {opts.recipe} (chargpt/recipes/{opts.recipe}.yaml): "
                     f"{recipes.load(opts.recipe)['purpose']}", "command": shlex.join(["python", *sys.argv]),
             "steps": [shlex.join(c) for c in cmds], "recipe": opts.recipe, "variant": opts.variant,
             "n_embd": opts.n_embd or opts.width,
@@ -380,14 +382,19 @@ def table(summary: dict) -> str:
     return "\n".join(lines) + f"\n\ndev, recite then answer: {summary['dev_mean']:.1f}%{spread}"
 
 
+def step_name(cmd: list[str]) -> str:
+    """What a step runs: "SCRIPT" of "python SCRIPT ARGS", "-m MODULE" of "python -m MODULE ARGS"."""
+    return " ".join(cmd[1:3]) if cmd[1] == "-m" else cmd[1]
+
+
 def run_step(cmd: list[str]) -> tuple[int, bool]:
     """One step's exit status, and whether Ctrl-C stopped it. Every step runs its script's `main` in this process
     (each would spend 7-10 s of a new interpreter importing torch and transformers), as its own process would: its
     prints on this console, its bad input as its one line; the drivers start the training processes themselves, and
     a Ctrl-C reaches those as it does from a terminal (they save a checkpoint, then the driver stops)."""
-    script = 3 if cmd[1] == "-m" else 2  # "python SCRIPT ARGS" or "python -m MODULE ARGS"
+    script = 3 if cmd[1] == "-m" else 2
     try:
-        status = STEPS[" ".join(cmd[1:script])](cmd[script:])
+        status = STEPS[step_name(cmd)](cmd[script:])
     except StageInterrupted as stop:  # a training process saved its checkpoint and ended; its driver stopped
         print(stop.code, file=sys.stderr, flush=True)
         return stop.status, True
@@ -403,11 +410,11 @@ def run_step(cmd: list[str]) -> tuple[int, bool]:
 
 
 STEPS: dict[str, Callable[[Sequence[str]], int | None]] = {
-    "experiments/select_finetune_lr.py": select_finetune_lr.main,
-    "experiments/run_experiments.py": run_experiments.main,
+    "-m chargpt.recipes.select_finetune_lr": select_finetune_lr.main,
+    "-m chargpt.recipes.reproduce": reproduce.main,
     "evaluate_birthplace.py": functools.partial(run_in_process, evaluate_birthplace.main),
-    "experiments/abstention.py": functools.partial(run_in_process, abstention.main),
-    "experiments/choose_final_questions.py": choose_final_questions.main,
+    "-m chargpt.evaluation.abstention": functools.partial(run_in_process, abstention.main),
+    "-m chargpt.recipes.choose_final_questions": choose_final_questions.main,
     "-m data_scripts.unknown_people": unknown_people.main,
     "-m chargpt.evaluation.calibrate": functools.partial(run_in_process, calibrate.main),
     "-m chargpt.evaluation.known_unknown": functools.partial(run_in_process, known_unknown.main),
@@ -434,9 +441,9 @@ def main() -> None:
         print(f"[recite {i + 1}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
         status, interrupted = run_step(cmd)
         if interrupted:
-            sys.exit(f"interrupted: step {i + 1} of {len(cmds)} ({cmd[1]}) stopped with exit status {status}")
+            sys.exit(f"interrupted: step {i + 1} of {len(cmds)} ({step_name(cmd)}) stopped with exit status {status}")
         if status != 0:
-            sys.exit(f"error: step {i + 1} of {len(cmds)} failed (exit status {status}): {cmd[1]}")
+            sys.exit(f"error: step {i + 1} of {len(cmds)} failed (exit status {status}): {step_name(cmd)}")
     summary = summarise(opts, cmds)
     atomic_write_json(Path(opts.out_dir) / "results.json", summary)
     print(f"\n{table(summary)}\n\nresults in {opts.out_dir}/results.json")

@@ -1,12 +1,12 @@
 """Choose an abstention threshold on held-out *training* questions for a target precision, then apply it to dev.
 
-    python experiments/abstention.py --holdout H/lr0.0003.holdout.predictions --dev H/lr0.0003.dev.predictions \
+    python -m chargpt.evaluation.abstention --holdout H/lr0.0003.holdout.predictions --dev H/lr0.0003.dev.predictions \
         --target_precision 0.8 --out_dir H/abstention
 
 Reads the records evaluate_birthplace.py wrote beside each predictions file (``PREDICTIONS.records.jsonl``; or
 --holdout_records / --dev_records), checked against the predictions. Both must come from ONE model that was not
-finetuned on the held-out questions: select_finetune_lr.py --keep_models leaves such a model, finetuned on the
-training questions minus --holdout, and its held-out predictions (docs/confidence.md). Dev never chooses anything:
+finetuned on the held-out questions: chargpt.recipes.select_finetune_lr --keep_models leaves such a model, finetuned on
+the training questions minus --holdout, and its held-out predictions (docs/confidence.md). Dev never chooses anything:
 the threshold is the held-out one. --dev may also be the dev answers of the final model (the same run finetuned on
 every training question), to see what the threshold does there before --save_to gives it to that model.
 Prints the held-out and dev summaries (accuracy, grounded split, AURC, ECE) and the dev precision and coverage at
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot_coverage_accuracy({k: v for k, v in curves.items() if v}, out / "coverage_accuracy.png", threshold,
                            totals={k: n for k, n in totals.items() if n is not None})
     plot_reliability(scored(dev), out / "reliability.png", opts.bins, "dev")
-    command = command_line("experiments/abstention.py", argv)
+    command = command_line("-m chargpt.evaluation.abstention", argv)
     atomic_write_json(out / "abstention.json", {**result, "threshold": threshold, "command": command})
     print(f"wrote {out / 'coverage_accuracy.png'}, {out / 'reliability.png'}, {out / 'abstention.json'}")
     return 0

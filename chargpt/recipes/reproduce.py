@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import shlex
@@ -32,7 +33,6 @@ from chargpt.training.cli import UsageError, check_flags, command_line, run_logg
 from chargpt.training.files import atomic_write_json, atomic_write_text
 from chargpt.training.outputs import check_not_input
 
-ROOT = Path(__file__).resolve().parents[1]
 # Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
 DEV_GROUPS = {"paraphrased": "birth_dev_paraphrased.tsv", "single": "birth_dev_single.tsv"}
 
@@ -55,7 +55,7 @@ def fast_path_on(mode: str) -> bool:
 
 class StageInterrupted(SystemExit):
     """Ctrl-C stopped a stage (it saved a checkpoint first, if it trains): the driver ends with this line, and a
-    driver that ran this one in its own process (recite_recipe.py) tells it from a failure by its type."""
+    driver that ran this one in its own process (chargpt.recipes.recite) tells it from a failure by its type."""
 
     def __init__(self, status: int, log_path: Path) -> None:
         super().__init__(f"interrupted: the stage stopped with exit status {status} (a training stage saves a "
@@ -68,7 +68,7 @@ def run(cmd: list[str], log_path: Path, append: bool = False) -> float:
     holds where `append`: a resumed stage's log keeps its earlier processes)."""
     start = time.perf_counter()
     with open(log_path, "a" if append else "w") as log:
-        status, interrupted = run_to_end(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        status, interrupted = run_to_end(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     seconds = time.perf_counter() - start
     if interrupted:
         raise StageInterrupted(status, log_path)
@@ -92,7 +92,18 @@ def launch(script: str, args: list[str], threads: int) -> list[str]:
     """One training process, started as a user would start it on one device, with `threads` CPU threads (the
     OMP_NUM_THREADS that `accelerate launch --num_cpu_threads_per_process` sets; a single process needs nothing else
     from the launcher, whose own start-up took 3 s a stage)."""
-    return ["env", f"OMP_NUM_THREADS={threads}", sys.executable, str(ROOT / script), *args]
+    return ["env", f"OMP_NUM_THREADS={threads}", sys.executable, script_path(script), *args]
+
+
+def script_path(script: str) -> str:
+    """Where the user's script `script` (train_pretrain.py, train_finetune.py) is: beside the package in a checkout,
+    in site-packages once installed; an absolute path is that file."""
+    if Path(script).is_absolute():
+        return str(script)
+    spec = importlib.util.find_spec(Path(script).stem)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"{script}: not importable; is the package installed (pip install -e .)?")
+    return spec.origin
 
 
 def pretrain(opts: argparse.Namespace, args: list[str], folder: Path, log: Path,
@@ -125,7 +136,8 @@ def again(resume: bool) -> list[str]:
 
 def finetune_command(wiki: Path, tsv: Path, model_dir: Path, output_dir: Path, seed: int, flags: list[str],
                      threads: int, resume: bool = False) -> list[str]:
-    """Finetune a pretrained model: shared by this script and select_finetune_lr.py (`resume`: see `again`)."""
+    """Finetune a pretrained model: shared by this script and chargpt.recipes.select_finetune_lr (`resume`: see
+    `again`)."""
     return launch("train_finetune.py", [
         "--pretrain_corpus_path", str(wiki), "--finetune_corpus_path", str(tsv), "--model_name_or_path",
         str(model_dir), "--output_dir", str(output_dir), "--seed", str(seed), "--disable_tqdm", "True",
@@ -303,7 +315,7 @@ def finetune_together(opts: argparse.Namespace, wiki: Path, tsv: Path, out: Path
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = build_parser().parse_args(argv)
-    command = command_line("experiments/run_experiments.py", argv)
+    command = command_line("-m chargpt.recipes.reproduce", argv)
     check_all_stage_flags(opts)
     try:  # an output over an input: one line, before anything runs
         check_not_input({"--out_dir": opts.out_dir}, {"--data_dir": opts.data_dir}, inside=False)

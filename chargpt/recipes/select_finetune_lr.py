@@ -7,7 +7,7 @@ dev (and test predictions are written), so the dev score never chose anything. `
 evaluation alike (e.g. `--answer_from_recitation True`: the rate is then chosen for the way the model will
 answer). Writes `selection.json` (after every point, atomically) into --out_dir; the finetuned models of the
 sweep are deleted unless --keep_models. A kept model and its held-out records (`*.holdout.predictions.records.jsonl`)
-are what experiments/abstention.py chooses an abstention threshold on (docs/confidence.md).
+are what chargpt/evaluation/abstention.py chooses an abstention threshold on (docs/confidence.md).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from run_experiments import check_stage_flags, evaluate, finetune_command, run
-
 import evaluate_birthplace
+from chargpt.recipes.reproduce import check_stage_flags, evaluate, finetune_command, run
 from chargpt.training.cli import command_line
 from chargpt.training.files import atomic_write_json
 from chargpt.training.outputs import UsageError, check_not_input
@@ -122,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "this script scores the rates.")
     parser.add_argument("--resume", action="store_true",
                         help="Go on after a stopped run in the same --out_dir: each finetuning runs again over the "
-                        "model it left (recite_recipe.py --resume).")
+                        "model it left (chargpt.recipes.recite --resume).")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     return parser
 
@@ -154,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     extra, judged = extra_flags(opts.extra), eval_flags(opts.eval_extra)
     train_part, held_part = split_questions(train_tsv, opts.holdout, opts.split_seed, out / "split")
     start = time.perf_counter()
-    summary: dict = {"model": str(model), "command": command_line("experiments/select_finetune_lr.py", argv),
+    summary: dict = {"model": str(model), "command": command_line("-m chargpt.recipes.select_finetune_lr", argv),
                      "extra": opts.extra, "eval_extra": opts.eval_extra,
                      "holdout": opts.holdout, "split_seed": opts.split_seed, "seed": opts.seed, "points": []}
 
