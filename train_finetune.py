@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from transformers import HfArgumentParser
 
@@ -28,6 +29,7 @@ from chargpt.training import (
     TrainingArguments,
     UsageError,
     build_model_config,
+    check_chargpt_folder,
     check_seeds,
     collate_for,
     device_batches,
@@ -90,12 +92,15 @@ class FinetuneDataArguments:
 
 
 def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer,
-               path: str | None = None):
-    """The model to finetune and its tokenizer: from scratch, or loaded from `path` (default: --model_name_or_path)."""
+               path: str | None = None, fields: dict[str, Any] | None = None):
+    """The model to finetune and its tokenizer: from scratch, or loaded from `path` (default: --model_name_or_path);
+    `fields` are config values it is made with (how it will answer: `answer_fields`)."""
     path = data_args.model_name_or_path if path is None else path
+    fields = fields or {}
     if path is None:
-        return CharGPTForCausalLM(build_model_config(model_args, corpus_tokenizer.vocab_size)), corpus_tokenizer
-    model, tokenizer = load_chargpt(path, **model_args.dropout_overrides())
+        config = build_model_config(model_args, corpus_tokenizer.vocab_size, **fields)
+        return CharGPTForCausalLM(config), corpus_tokenizer
+    model, tokenizer = load_chargpt(path, **model_args.dropout_overrides(), **fields)
     if tokenizer.get_vocab() != corpus_tokenizer.get_vocab():
         raise UsageError(
             f"the vocabulary of {path} differs from the one built from "
@@ -118,16 +123,30 @@ def member_paths(path: str | None, seeds: list[int]) -> list[str | None]:
 
 
 def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer,
-                 seeds: list[int], paths: list[str | None]) -> tuple[SeedStack, CharTokenizer]:
+                 seeds: list[int], paths: list[str | None],
+                 fields: dict[str, Any] | None = None) -> tuple[SeedStack, CharTokenizer]:
     """A `SeedStack` whose member S is what a separate `--seed S` run finetunes: built after `set_seed(S)` from
     scratch, or loaded from its folder in `paths` (`member_paths`)."""
     path_of, tokenizers = dict(zip(seeds, paths, strict=True)), {}
 
     def make_model(seed: int) -> CharGPTForCausalLM:
-        model, tokenizers[seed] = load_model(data_args, model_args, corpus_tokenizer, path_of[seed])
+        model, tokenizers[seed] = load_model(data_args, model_args, corpus_tokenizer, path_of[seed], fields)
         return model
 
     return SeedStack.build(make_model, seeds), tokenizers[seeds[0]]
+
+
+def answer_fields(data_args: FinetuneDataArguments, choices: dict[str, bool | int],
+                  start: str | None) -> tuple[dict[str, Any], int | None]:
+    """The config values the finetuned model is made with, so that evaluate_birthplace.py and the birthplace-qa
+    pipeline answer as it was trained to (its format, the preset's evaluation choices where it has them), and where
+    its recitation rows are cut: the flag's, else the one the pretrained model at `start` recited to."""
+    chars = None
+    if data_args.recite:
+        chars = data_args.recitation_chars or (check_chargpt_folder(start)[0].recitation_chars if start else None)
+    answering = AnsweringSettings("recite" if data_args.recite else "direct", **choices)
+    fields = {"answer_format": answering.answer_format, "answering": answering.to_config()}
+    return {**fields, **({"recitation_chars": chars} if chars else {})}, chars
 
 
 def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -> dict[str, bool | int]:
@@ -173,11 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
     initialised_from = given or "scratch"
+    paths = [data_args.model_name_or_path] if seeds is None else member_paths(data_args.model_name_or_path, seeds)
+    fields, chars = answer_fields(data_args, choices, paths[0])
     if seeds is None:
-        model, tokenizer = load_model(data_args, model_args, CharTokenizer.from_corpus(text))
+        model, tokenizer = load_model(data_args, model_args, CharTokenizer.from_corpus(text), fields=fields)
     else:
-        paths = member_paths(data_args.model_name_or_path, seeds)
-        model, tokenizer = load_members(data_args, model_args, CharTokenizer.from_corpus(text), seeds, paths)
+        model, tokenizer = load_members(data_args, model_args, CharTokenizer.from_corpus(text), seeds, paths, fields)
         if paths[0] != data_args.model_name_or_path:
             initialised_from = f"{data_args.model_name_or_path}/seed-S"
     members = [model] if seeds is None else list(model.members)
@@ -185,23 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
     deviations = {}
-    if data_args.recite:  # the cut: the flag's, else the one the pretrained model's recitation rows had
-        chars = data_args.recitation_chars or getattr(config, "recitation_chars", None)
+    if data_args.recite:
         prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path,
                                      limit=chars)
         deviations["answer_format"] = "recite"
         if chars:
             deviations["recitation_chars"] = chars
-            for member in members:
-                member.config.recitation_chars = chars
     else:
         prompts = name_prompt_dataset(qa, tokenizer, block, source=data_args.finetune_corpus_path)
-    # How the saved model answers, for evaluate_birthplace.py and the birthplace-qa pipeline: its format, and the
-    # preset's evaluation choices where it has them (span answers need a reciting model)
-    answering = AnsweringSettings("recite" if data_args.recite else "direct", **choices)
-    for member in members:
-        member.config.answer_format = answering.answer_format
-        member.config.answering = answering.to_config()
     dataset, examples = prompts, len(prompts)
     if data_args.device_data:
         dataset = device_batches(EncodedExamples(tokenizer, block, prompts=prompts, device=accelerator.device), args,

@@ -154,7 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
     docs = objective_named(data_args.objective).documents(docs)  # the same documents on either data path
     tokenizer = CharTokenizer.from_corpus(text)
-    config = build_model_config(model_args, tokenizer.vocab_size)
+    # a model that recited in pretraining is asked to recite by evaluate_birthplace.py, as far as its rows went
+    recites = data_args.mixed_qa_corpus_path is not None and data_args.mixed_qa_format == "recite"
+    config = build_model_config(model_args, tokenizer.vocab_size, **(
+        {"answer_format": "recite", "recitation_chars": data_args.recitation_chars} if recites else {}))
     model = (CharGPTForCausalLM(config) if seeds is None
              else SeedStack.build(lambda _: CharGPTForCausalLM(config), seeds))
     block = config.block_size
@@ -167,10 +170,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if data_args.mixed_qa_format == "recite":
             prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=path,
                                          needed_by="--mixed_qa_format recite", limit=data_args.recitation_chars)
-            for member in [model] if seeds is None else model.members:  # evaluate_birthplace.py asks it to recite
-                member.config.answer_format = "recite"
-                if data_args.recitation_chars:
-                    member.config.recitation_chars = data_args.recitation_chars
         else:
             prompts = name_prompt_dataset(qa, tokenizer, block, source=path)
         order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats)

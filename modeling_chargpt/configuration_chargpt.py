@@ -9,6 +9,11 @@ from .positions import POSITION_ENCODINGS
 POSITION_EMBEDDING_TYPES = tuple(POSITION_ENCODINGS)  # the built-in ones, for command-line choices
 ANSWER_FORMATS = ("direct", "recite")
 ATTENTION_TYPES = ("causal", "synthesizer")
+# The pipeline every chargpt model folder names, so that `pipeline(model=FOLDER, trust_remote_code=True)` builds it
+# (its code is copied into the folder beside the model's: pipeline_chargpt.save_pipeline_files).
+PIPELINE_TASK = "birthplace-qa"
+PIPELINES = {PIPELINE_TASK: {"impl": "pipeline_chargpt.BirthplaceQAPipeline", "pt": ["AutoModelForCausalLM"], "tf": [],
+                             "type": "text"}}
 
 
 class CharGPTConfig(PretrainedConfig):
@@ -20,7 +25,9 @@ class CharGPTConfig(PretrainedConfig):
     question, MASK, answer) or 'recite' (`train_finetune.py --recite True`: the name, its recited document, MASK,
     answer); the evaluation reads it. `answering` holds how a finetuned model answers and abstains
     (`answering.AnsweringSettings.to_config`: decoding choices, the calibration of its confidence, the threshold) and
-    `recitation_chars` where its recitation rows were cut (`train_finetune.py --recitation_chars`).
+    `recitation_chars` where its recitation rows were cut (`train_finetune.py --recitation_chars`);
+    `custom_pipelines` the birthplace-qa pipeline. Every field is given here, when the config is made (a training
+    script's flags, or `from_pretrained(FOLDER, field=value)`), and nothing sets one on a built model.
     """
 
     model_type = "chargpt"
@@ -55,6 +62,7 @@ class CharGPTConfig(PretrainedConfig):
         answer_format: str = "direct",
         answering: dict | None = None,
         recitation_chars: int | None = None,
+        custom_pipelines: dict | None = None,
         **kwargs,
     ) -> None:
         if position_embedding_type not in POSITION_ENCODINGS:
@@ -101,6 +109,9 @@ class CharGPTConfig(PretrainedConfig):
         if recitation_chars is not None and (not isinstance(recitation_chars, int) or recitation_chars < 1):
             raise ValueError(f"recitation_chars={recitation_chars!r} must be a positive integer")
         self.recitation_chars = recitation_chars
+        if custom_pipelines is not None and not isinstance(custom_pipelines, dict):
+            raise ValueError(f"custom_pipelines={custom_pipelines!r} must be a dict (task -> its implementation)")
+        self.custom_pipelines = PIPELINES if custom_pipelines is None else custom_pipelines
         # transformers 5's PretrainedConfig no longer declares these; generate() reads them from here.
         self.pad_token_id = pad_token_id
         self.eos_token_id = eos_token_id

@@ -40,11 +40,12 @@ from .answering import (
     typed_question,
 )
 from .calibration import Calibration
+from .configuration_chargpt import PIPELINE_TASK
 from .grounding import WikiIndex
 
 logger = logging.get_logger(__name__)
 
-TASK = "birthplace-qa"
+TASK = PIPELINE_TASK
 _OVERRIDES = (*DECODING_CHOICES, "max_new_tokens")  # what a call may change of the saved settings
 
 
@@ -153,11 +154,9 @@ def _documents(documents: str | os.PathLike) -> WikiIndex:
     return WikiIndex(str(documents))
 
 
-def save_pipeline_files(config, folder: str | os.PathLike) -> None:
-    """Make a model folder answer through `pipeline(model=FOLDER, trust_remote_code=True)`: `config` (call before
-    the model's `save_pretrained` writes it) names this pipeline, and this file and the modules it imports are copied
-    beside the model code."""
-    config.custom_pipelines = {TASK: {"impl": f"{__name__.split('.')[-1]}.{BirthplaceQAPipeline.__name__}",
-                                      "pt": ["AutoModelForCausalLM"], "tf": [], "type": "text"}}
+def save_pipeline_files(folder: str | os.PathLike) -> None:
+    """Make a model folder answer through `pipeline(model=FOLDER, trust_remote_code=True)`: its config names this
+    pipeline (`CharGPTConfig.custom_pipelines`), and this file and the modules it imports are copied beside the model
+    code."""
     os.makedirs(folder, exist_ok=True)
     custom_object_save(BirthplaceQAPipeline, folder)

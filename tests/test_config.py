@@ -1,6 +1,10 @@
 """CharGPTConfig: the assignment's defaults, the standard attribute names, validation, save/load."""
 
+import ast
+import inspect
+import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -8,6 +12,9 @@ import pytest
 from transformers import AutoConfig, PretrainedConfig
 
 from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
+from modeling_chargpt.configuration_chargpt import PIPELINES
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_defaults_are_the_assignments():
@@ -85,3 +92,76 @@ def test_auto_config_knows_the_model_type():
     cfg = AutoConfig.for_model("chargpt", n_layer=2)
     assert type(cfg) is CharGPTConfig
     assert cfg.n_layer == 2
+
+
+# Where a product module may make a config: the config's own module. Everything else gives the fields when the config
+# is made (`CharGPTConfig(...)`, `from_pretrained(FOLDER, field=value)`) and saves it with `save_pretrained`.
+PRODUCT = [*(ROOT / p for p in ("train_pretrain.py", "train_finetune.py", "evaluate_birthplace.py")),
+           *(path for package in ("modeling_chargpt", "data_scripts", "chargpt")
+             for path in (ROOT / package).rglob("*.py"))]
+
+
+def _sets_a_config(node: ast.AST) -> bool:
+    """`config.x = ...`, `model.config.x = ...`, `config["x"] = ...` or `setattr(config, ...)`."""
+    def is_config(target: ast.AST) -> bool:
+        return (isinstance(target, ast.Name) and target.id == "config"
+                or isinstance(target, ast.Attribute) and target.attr == "config")
+
+    if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Attribute | ast.Subscript) and is_config(t.value) for t in targets)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+            and bool(node.args) and is_config(node.args[0]))
+
+
+def test_no_product_code_sets_a_config_field_after_the_config_is_made():
+    assert len(PRODUCT) > 40 and _sets_a_config(ast.parse("model.config.answering = {}").body[0])  # not vacuous
+    found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in PRODUCT
+             if path.name != "configuration_chargpt.py"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _sets_a_config(node)]
+    assert not found, found
+
+
+DECLARED = set(inspect.signature(CharGPTConfig.__init__).parameters) - {"self", "kwargs"}
+
+
+def test_training_and_saving_a_threshold_set_no_declared_field_on_a_made_config(tmp_path, monkeypatch):
+    """A recitation pretraining, a reciting finetuning from it and a threshold saved into the result: every declared
+    field the folders carry (answer_format, recitation_chars, answering, custom_pipelines, ...) is given to
+    `CharGPTConfig.__init__`, none set on a config once made."""
+    import train_finetune
+    import train_pretrain
+    from chargpt.evaluation.abstention import save_threshold
+    from chargpt.training import run_cli
+    from data_scripts import write_synthetic_corpus
+
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
+    made, late = set(), []
+    init, setattr_ = CharGPTConfig.__init__, CharGPTConfig.__setattr__
+
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.add(id(self))
+
+    def recording_setattr(self, name, value):
+        if id(self) in made and name in DECLARED:
+            late.append(name)
+        setattr_(self, name, value)
+
+    monkeypatch.setattr(CharGPTConfig, "__init__", recording_init)
+    monkeypatch.setattr(CharGPTConfig, "__setattr__", recording_setattr)
+    quick = ["--max_steps", "1", "--report_to", "none", "--disable_tqdm", "True", "--per_device_train_batch_size", "4"]
+    tiny = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "96", *quick]
+    pre, fin = tmp_path / "pre", tmp_path / "fin"
+    assert run_cli(train_pretrain.main, ["--pretrain_corpus_path", str(world / "wiki.txt"), "--output_dir", str(pre),
+                                         "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
+                                         "--mixed_qa_format", "recite", "--recitation_chars", "60", *tiny]) == 0
+    assert run_cli(train_finetune.main, ["--pretrain_corpus_path", str(world / "wiki.txt"), "--finetune_corpus_path",
+                                         str(world / "birth_places_train.tsv"), "--model_name_or_path", str(pre),
+                                         "--output_dir", str(fin), "--recite", "True", *quick]) == 0
+    save_threshold(str(fin), 0.25, {"target_precision": 0.9})
+    saved = json.loads((fin / "config.json").read_text())
+    assert (saved["answer_format"], saved["recitation_chars"]) == ("recite", 60)  # the pretrained model's cut
+    assert saved["answering"]["abstain_below"] == 0.25 and saved["custom_pipelines"] == PIPELINES
+    assert made and not late, f"set on a made config: {sorted(set(late))}"

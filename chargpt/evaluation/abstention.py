@@ -19,7 +19,6 @@ chosen among the others; coverage still counts every question.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +34,7 @@ from chargpt.evaluation.confidence import (
     summarize,
 )
 from chargpt.evaluation.record_files import check_records_match, read_records, records_path_for
-from chargpt.training import UsageError, atomic_write_json, note_answering, run_cli
+from chargpt.training import UsageError, atomic_write_json, run_cli
 from chargpt.training.cli import command_line
 
 
@@ -84,15 +83,14 @@ def _percent(point: dict) -> str:
 
 
 def save_threshold(folder: str, threshold: float, abstention: dict) -> None:
-    """Write `threshold` and where it came from into a model folder's config.json (`config.answering`), whole or not
-    at all."""
-    path = Path(folder) / "config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
+    """Save `threshold` and where it came from with a model (`config.answering`, through `save_pretrained`), whole or
+    not at all; its card says so too. Imported here: choosing a threshold from records needs no torch."""
+    from chargpt.training.export import save_answering
+    from modeling_chargpt import CharGPTConfig
+
     # a raw-probability threshold: a calibration saved before would read it as a calibrated one, so it goes
-    kept = {k: v for k, v in (config.get("answering") or {}).items() if k != "calibration"}
-    config["answering"] = {**kept, "abstain_below": threshold, "abstention": abstention}
-    atomic_write_json(path, config)
-    note_answering(folder)  # its card says so too
+    kept = {k: v for k, v in (CharGPTConfig.from_pretrained(folder).answering or {}).items() if k != "calibration"}
+    save_answering(folder, {**kept, "abstain_below": threshold, "abstention": abstention})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

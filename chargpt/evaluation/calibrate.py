@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -98,24 +97,12 @@ def save_calibration(folder: str | Path, calibration: dict, threshold: float | N
     """The folder's config with `calibration` and `threshold` in ``answering``, written whole (through
     `save_pretrained` into a temporary folder, then renamed over config.json) or not at all, with the pipeline's code
     that applies them (a folder saved before carries code that would not); its card follows."""
-    import os
+    from chargpt.training.export import save_answering
+    from modeling_chargpt import CharGPTConfig
 
-    from transformers.dynamic_module_utils import custom_object_save
-
-    from chargpt.training.hub import note_answering
-    from modeling_chargpt import BirthplaceQAPipeline, CharGPTConfig
-
-    saved = CharGPTConfig.from_pretrained(folder).to_dict()
-    saved["answering"] = {**(saved.get("answering") or {}), "calibration": calibration, "abstain_below": threshold,
-                          "abstention": abstention}
-    config = CharGPTConfig.from_dict(saved)
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        config.save_pretrained(tmp)
-        custom_object_save(BirthplaceQAPipeline, tmp)  # the pipeline's code that applies the calibration
-        for code in sorted(Path(tmp).glob("*.py")):
-            os.replace(code, Path(folder) / code.name)
-        os.replace(Path(tmp) / "config.json", Path(folder) / "config.json")
-    note_answering(folder)
+    saved = CharGPTConfig.from_pretrained(folder).answering or {}
+    save_answering(folder, {**saved, "calibration": calibration, "abstain_below": threshold,
+                            "abstention": abstention})
 
 
 def build_parser():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
 
@@ -233,8 +234,9 @@ class TrainingArguments:
             raise UsageError(f"--max_time_seconds must be a number of seconds, 0 or more, got {self.max_time_seconds}")
 
 
-def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTConfig:
-    """The model config a from-scratch run asks for; an invalid combination becomes a one-line usage error.
+def build_model_config(model_args: ModelArguments, vocab_size: int, **fields: Any) -> CharGPTConfig:
+    """The model config a from-scratch run asks for, with `fields` (how it answers) on top; an invalid combination
+    becomes a one-line usage error.
 
     Dropout rates not given keep `CharGPTConfig`'s defaults, the reference's 0.1.
     """
@@ -248,6 +250,7 @@ def build_model_config(model_args: ModelArguments, vocab_size: int) -> CharGPTCo
             position_embedding_type=model_args.position_embedding_type,
             attention_type=model_args.attention_type,
             **model_args.dropout_overrides(),
+            **fields,
         )
     except ValueError as err:
         raise UsageError(str(err)) from err

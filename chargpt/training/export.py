@@ -8,18 +8,36 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate import Accelerator
 from transformers import PreTrainedModel, PreTrainedTokenizer
 
+from modeling_chargpt import CharGPTConfig
 from modeling_chargpt.pipeline_chargpt import save_pipeline_files
 
 from .files import atomic_write_json, replace_folder
 from .hub import note_answering, write_model_card
 from .reporting import plot_loss_curve
 from .state import TrainResult, TrainState, saved_seconds
+
+
+def save_answering(folder: str | os.PathLike, answering: dict[str, Any]) -> None:
+    """A saved model answers by `answering` from now on (a threshold, a calibration): its config, read with
+    `from_pretrained` and made anew with that field, is written by `save_pretrained` into a temporary folder and
+    renamed over config.json (whole or not at all), with the pipeline's code that applies it (a folder saved before
+    carries code that would not); its card follows."""
+    config = CharGPTConfig.from_dict({**CharGPTConfig.from_pretrained(folder).to_dict(), "answering": answering})
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        config.save_pretrained(tmp)
+        save_pipeline_files(tmp)
+        for code in sorted(Path(tmp).glob("*.py")):
+            os.replace(code, Path(folder) / code.name)
+        os.replace(Path(tmp) / "config.json", Path(folder) / "config.json")
+    note_answering(folder)
 
 
 def _folders(model: torch.nn.Module, output_dir: str) -> list[tuple[torch.nn.Module, Path, int | None]]:
@@ -37,7 +55,7 @@ def _write_pretrained(
     """A fresh `folder` with save_pretrained's model and tokenizer files and `train_results.json`."""
     shutil.rmtree(folder, ignore_errors=True)
     unwrapped = accelerator.unwrap_model(model)
-    save_pipeline_files(unwrapped.config, folder)  # pipeline(model=folder, trust_remote_code=True) answers
+    save_pipeline_files(folder)  # pipeline(model=folder, trust_remote_code=True) answers
     unwrapped.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     atomic_write_json(folder / "train_results.json", results, indent=None)

@@ -148,8 +148,8 @@ def load_chargpt(
     `check_chargpt_folder` runs first, so a bad folder is one `DataFileError` line, not a `from_pretrained` traceback.
     """
     folder = Path(path)
-    check_chargpt_folder(folder, **config_overrides)
-    model = CharGPTForCausalLM.from_pretrained(folder, **config_overrides)
+    config, _ = check_chargpt_folder(folder, **config_overrides)  # made whole, the overrides given to its __init__
+    model = CharGPTForCausalLM.from_pretrained(folder, config=config)
     tokenizer = CharTokenizer.from_pretrained(folder)
     if config_overrides:
         logger.info("config of %s overridden with %s", folder, config_overrides)
