@@ -17,7 +17,9 @@ with the same dropout distribution); they differ in speed, and in which random n
   the same masks as "chargpt".
 
 A kernel receives the model's mask, built by `build_attention_mask`: a boolean (B or 1, 1, q_len, kv_len) tensor,
-True = attend, or None for plain causal attention (the queries are the last q_len of the kv_len keys).
+True = attend, or None for plain causal attention (the queries are the last q_len of the kv_len keys); or, where
+the position encoding biases the scores (`PositionEncoding.attention_bias`), an additive float mask (B or 1, H or 1,
+q_len, kv_len), -inf where masked (`with_bias`).
 """
 
 from __future__ import annotations
@@ -87,6 +89,28 @@ def build_attention_mask(
     return mask
 
 
+def key_distances(q_len: int, kv_len: int, past_len: int, device: torch.device) -> torch.Tensor:
+    """(q_len, kv_len): how many tokens before each query (the last q_len of past_len + q_len) each key lies."""
+    return (torch.arange(past_len, past_len + q_len, device=device)[:, None]
+            - torch.arange(kv_len, device=device)[None, :])
+
+
+def with_bias(mask: torch.Tensor | None, bias: torch.Tensor, q_len: int, kv_len: int) -> torch.Tensor:
+    """A boolean mask (None: causal) and an additive bias as one float mask for the kernels: the bias where the
+    mask attends, -inf elsewhere; shaped (B or 1, H or 1, q_len, kv_len)."""
+    if mask is None:
+        mask = causal_mask(q_len, kv_len, bias.device)
+    bias = bias.float().reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
+    return bias.masked_fill(~mask, float("-inf"))
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A kernel's mask as scores to add: a float mask as it is, a boolean one as 0 / -inf."""
+    if mask.is_floating_point():
+        return mask.to(dtype)
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -101,8 +125,7 @@ def eager_attention_forward(
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     if attention_mask is None:
         attention_mask = causal_mask(query.shape[-2], key.shape[-2], query.device)
-    scores = (query @ key.transpose(-2, -1)) * scaling
-    scores = scores.masked_fill(~attention_mask, float("-inf"))
+    scores = (query @ key.transpose(-2, -1)) * scaling + additive(attention_mask, query.dtype)
     probs = apply_dropout(F.softmax(scores, dim=-1), dropout, module.training)
     return (probs @ value).transpose(1, 2), probs
 
@@ -125,8 +148,8 @@ def attention_with_dropout(
     scaling = D**-0.5 if scaling is None else scaling
     if mask is None:
         mask = causal_mask(T, S, q.device)
-    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
-    if bias.dim() == 4:  # per-row (packed) masks: broadcast over heads rather than copy them B*H times
+    bias = additive(mask, q.dtype)
+    if bias.dim() == 4:  # per-row (packed) or per-head masks: broadcast rather than copy them B*H times
         att = (q @ k.transpose(-2, -1)).mul_(scaling).add_(bias)
         return apply_dropout(att.softmax(-1), dropout_p, training=True) @ v
     att = torch.baddbmm(bias, q.reshape(B * H, T, D), k.reshape(B * H, S, D).transpose(1, 2), alpha=scaling)

@@ -19,6 +19,8 @@ from .attention import (
     DEFAULT_ATTN_IMPLEMENTATION,
     build_attention_mask,
     eager_attention_forward,
+    key_distances,
+    with_bias,
 )
 from .configuration_chargpt import CharGPTConfig
 from .dropout import CharGPTDropout
@@ -233,6 +235,9 @@ class CharGPTModel(CharGPTPreTrainedModel):
         rotation = self.positions.rotation(position_ids)
         kv_len = past_key_values.get_mask_sizes(T, 0)[0] if past_key_values is not None else T
         mask = build_attention_mask(attention_mask, T, past_len, B, input_ids.device, kv_len)
+        bias = self.positions.attention_bias(key_distances(T, kv_len, past_len, input_ids.device))
+        if bias is not None:
+            mask = with_bias(mask, bias, T, kv_len)
         for block in self.blocks:
             x = block(x, mask, rotation, position_ids, past_key_values)
         return self.ln_f(x)

@@ -44,6 +44,7 @@ class PositionEncoding(nn.Module):
 
     - `forward` adds position vectors to the token embeddings (learned, sinusoidal);
     - `rotation` returns what every attention layer applies to its queries and keys (rope);
+    - `attention_bias` returns what every attention layer adds to its scores, by how far back each key lies;
     - `bounded`: no position can reach block_size (one learned row per position), so the model and the answering
       code refuse longer inputs (`config.bounded_context`);
     - `learned_table`: the model owns a (1, block_size, n_embd) table for it, `pos_emb`, the name every checkpoint
@@ -66,6 +67,12 @@ class PositionEncoding(nn.Module):
         return x
 
     def rotation(self, position_ids: torch.Tensor) -> Rotation | None:
+        return None
+
+    def attention_bias(self, distance: torch.Tensor) -> torch.Tensor | None:
+        """An additive bias on the attention scores, (n_head, q_len, kv_len) or broadcastable to it, from `distance`
+        (q_len, kv_len): how many tokens before its query each key lies (negative: after it, masked anyway). Within
+        a packed example or after left padding this is the distance of their positions; None: no bias."""
         return None
 
 

@@ -13,6 +13,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from modeling_chargpt import ATTENTION_TYPES, POSITION_EMBEDDING_TYPES, CharGPTConfig
 from modeling_chargpt.configuration_chargpt import PIPELINES
+from modeling_chargpt.positions import POSITION_ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ def test_defaults_are_the_assignments():
     assert cfg.eos_token_id == 1  # MASK ends an answer
     assert cfg.tie_word_embeddings is False
     assert cfg.head_dim == 32
-    assert POSITION_EMBEDDING_TYPES == ("learned", "rope", "sinusoidal", "none")
+    assert POSITION_EMBEDDING_TYPES == tuple(POSITION_ENCODINGS) and {"learned", "rope"} <= set(POSITION_ENCODINGS)
     assert ATTENTION_TYPES == ("causal", "synthesizer")
 
 
@@ -49,8 +50,8 @@ def test_attribute_map_exposes_standard_names():
 @pytest.mark.parametrize(
     ("kwargs", "field", "allowed"),
     [
-        ({"position_embedding_type": "alibi"}, "position_embedding_type", ["learned", "rope", "sinusoidal", "none"]),
-        ({"position_embedding_type": "Rope"}, "position_embedding_type", ["learned", "rope", "sinusoidal", "none"]),
+        ({"position_embedding_type": "learnt"}, "position_embedding_type", list(POSITION_ENCODINGS)),
+        ({"position_embedding_type": "Rope"}, "position_embedding_type", list(POSITION_ENCODINGS)),
         ({"attention_type": "linear"}, "attention_type", ["causal", "synthesizer"]),
         ({"n_embd": 100, "n_head": 8}, "n_embd", ["n_head"]),
         ({"n_embd": 12, "n_head": 4, "position_embedding_type": "rope"}, "position_embedding_type", ["even"]),

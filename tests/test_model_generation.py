@@ -6,7 +6,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
-from variants import VARIANT_IDS, VARIANTS
+from variants import UNBOUNDED, VARIANT_IDS, VARIANTS
 
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM
 
@@ -85,7 +85,7 @@ def test_learned_or_synthesizer_past_block_size_raises_before_any_compute(attent
     assert calls
 
 
-@pytest.mark.parametrize("position_embedding_type", ["rope", "sinusoidal", "none"])
+@pytest.mark.parametrize("position_embedding_type", UNBOUNDED)
 def test_table_free_positions_may_run_past_block_size(position_embedding_type):
     model = tiny_model(position_embedding_type)
     prompt = torch.randint(2, 40, (2, 28))

@@ -314,12 +314,14 @@ def test_a_position_beyond_block_size_is_refused(attention_type):
 
 
 class ToyPositions(PositionEncoding):
-    """A new encoding written only against positions.py: a learned scale on the sinusoidal table, plus rope at
-    another base, so both hooks and a parameter of its own are exercised."""
+    """A new encoding written only against positions.py: a learned scale on the sinusoidal table, rope at another
+    base, and a learned slope on how far back a key lies, so all three hooks and parameters of its own are
+    exercised."""
 
     def __init__(self, config):
         super().__init__(config)
         self.scale = torch.nn.Parameter(torch.tensor(0.5))
+        self.slope = torch.nn.Parameter(torch.tensor(0.1))
 
     @classmethod
     def check_config(cls, config):
@@ -333,6 +335,9 @@ class ToyPositions(PositionEncoding):
         cos, sin = rope_cos_sin(position_ids, self.config.head_dim, 100.0)
         return lambda q, k: (apply_rope(q, cos, sin), apply_rope(k, cos, sin))
 
+    def attention_bias(self, distance):
+        return -self.slope * distance.clamp(min=0)
+
 
 def test_a_new_position_encoding_needs_only_the_registry(monkeypatch, tmp_path):
     """Registered at run time (and removed after by monkeypatch), the toy validates, builds, trains its own parameter,
@@ -345,7 +350,8 @@ def test_a_new_position_encoding_needs_only_the_registry(monkeypatch, tmp_path):
     assert not model.config.bounded_context
     ids = torch.randint(2, 40, (2, 20))
     model.train()(ids, labels=ids).loss.backward()
-    assert model.transformer.positions.scale.grad != 0
+    own = model.transformer.positions
+    assert all(p.grad is not None and p.grad != 0 for p in (own.scale, own.slope))  # each hook reaches the loss
     model.eval()
     cached = model.generate(ids[:, :5], max_new_tokens=40, do_sample=False)  # 45 > block_size 32 positions
     assert cached.shape == (2, 45)

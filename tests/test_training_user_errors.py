@@ -21,6 +21,7 @@ import evaluate_birthplace
 import train_finetune
 import train_pretrain
 from chargpt.training import run_cli
+from modeling_chargpt import POSITION_EMBEDDING_TYPES
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64"]
 QUICK = ["--report_to", "none", "--max_steps", "1", "--per_device_train_batch_size", "4"]
@@ -148,8 +149,8 @@ def error_line(capsys) -> str:
     ("empty.yaml", "", "no value for the required flag(s) pretrain_corpus_path, output_dir"),
     ("unknown.json", '{"nope": 1}', "unknown flag 'nope' (see --help)"),
     ("type.json", '{"num_train_epochs": "abc"}', "num_train_epochs: 'abc' is not a valid int"),
-    ("choice.yaml", "position_embedding_type: alibi", "position_embedding_type: 'alibi' is not one of ['learned', "
-     "'rope', 'sinusoidal', 'none']"),
+    ("choice.yaml", "position_embedding_type: learnt",
+     f"position_embedding_type: 'learnt' is not one of {list(POSITION_EMBEDDING_TYPES)}"),
     ("absent.json", None, "file not found"),
 ])
 def test_an_argument_file_is_checked_as_the_command_line_is(name, text, expected, tmp_path, capsys):

@@ -1,10 +1,8 @@
-"""Every (position_embedding_type, attention_type) pair the model supports, for parametrized tests."""
+"""The model variants the model tests run, built from the registry: every position encoding with causal attention,
+and the synthesizer (its learned positions)."""
 
-VARIANTS = [
-    ("learned", "causal"),
-    ("rope", "causal"),
-    ("sinusoidal", "causal"),
-    ("none", "causal"),
-    ("learned", "synthesizer"),
-]
+from modeling_chargpt.positions import POSITION_ENCODINGS
+
+VARIANTS = [*((name, "causal") for name in POSITION_ENCODINGS), ("learned", "synthesizer")]
 VARIANT_IDS = [f"{p}-{a}" for p, a in VARIANTS]
+UNBOUNDED = [name for name, encoding in POSITION_ENCODINGS.items() if not encoding.bounded]
