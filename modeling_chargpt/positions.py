@@ -6,6 +6,7 @@ against the registry, and the model and the answering code ask the class what th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -110,11 +111,32 @@ class RotaryPositions(PositionEncoding):
         return lambda q, k: (apply_rope(q, cos, sin), apply_rope(k, cos, sin))
 
 
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """ALiBi's head slopes: 2^(-8/n), 2^(-16/n), ..., 2^(-8) for n heads a power of two; otherwise those of the power
+    of two below n, then every other slope of twice as many heads (Press et al., 2022)."""
+    def geometric(n: int) -> list[float]:
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+
+    below = 2 ** math.floor(math.log2(n_head))
+    return torch.tensor(geometric(below) + geometric(2 * below)[0::2][: n_head - below])
+
+
+class ALiBiPositions(PositionEncoding):
+    """ALiBi (Press et al., 2022): no position vectors; each head lowers a key's score by its slope times how far
+    back the key lies, so scores see only t - s, and any length."""
+
+    def attention_bias(self, distance: torch.Tensor) -> torch.Tensor:
+        slopes = alibi_slopes(self.config.n_head).to(distance.device)
+        return -slopes[:, None, None] * distance.clamp(min=0)
+
+
 POSITION_ENCODINGS: dict[str, type[PositionEncoding]] = {
     "learned": LearnedPositions,
     "rope": RotaryPositions,
     "sinusoidal": SinusoidalPositions,
     "none": PositionEncoding,
+    "alibi": ALiBiPositions,
 }
 
-__all__ = ["POSITION_ENCODINGS", "PositionEncoding", "apply_rope", "rope_cos_sin", "sinusoidal_positions"]
+__all__ = ["POSITION_ENCODINGS", "PositionEncoding", "alibi_slopes", "apply_rope", "rope_cos_sin",
+           "sinusoidal_positions"]

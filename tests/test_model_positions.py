@@ -6,6 +6,8 @@
 - none: without positions, one attention+MLP block commutes with permutations of its input rows when nothing is
   masked (Z_perm = P Z); the causal mask breaks this, since row t sees rows <= t, so order matters again.
 - synthesizer (2022 handout): per head, ReLU(X A_i + b1) B + b2, causally masked, softmax, times X V_i.
+- alibi (Press et al., 2022): no position vectors; head i's score of key s from query t is lowered by m_i (t - s),
+  m_i = 2^(-8 i / H) for H heads a power of two.
 """
 
 import math
@@ -21,6 +23,7 @@ from modeling_chargpt.answering import question_problem
 from modeling_chargpt.positions import (
     POSITION_ENCODINGS,
     PositionEncoding,
+    alibi_slopes,
     apply_rope,
     rope_cos_sin,
     sinusoidal_positions,
@@ -74,6 +77,11 @@ def handout_sinusoidal(t: int, d: int) -> torch.Tensor:
     return row
 
 
+def paper_alibi_slopes(n_head: int) -> list[float]:
+    """The paper's slopes for a power-of-two number of heads: the geometric sequence from 2^(-8/H) to 2^(-8)."""
+    return [2.0 ** (-8 * i / n_head) for i in range(1, n_head + 1)]
+
+
 def layer_norm(x, w, b, eps=1e-5):
     mu = x.mean(-1, keepdim=True)
     var = ((x - mu) ** 2).mean(-1, keepdim=True)
@@ -114,6 +122,9 @@ def reference_logits(model: CharGPTForCausalLM, ids: torch.Tensor) -> torch.Tens
                     q = torch.stack([rotations[t] @ q[t] for t in range(T)])
                     k = torch.stack([rotations[t] @ k[t] for t in range(T)])
                 scores = q @ k.T / math.sqrt(d)
+                if cfg.position_embedding_type == "alibi":
+                    t = torch.arange(T, dtype=torch.float64)
+                    scores = scores - paper_alibi_slopes(H)[i] * (t[:, None] - t[None, :])
                 scores = scores.masked_fill(torch.ones(T, T).tril() == 0, float("-inf"))
                 heads.append(torch.softmax(scores, -1) @ v)
         else:
@@ -184,7 +195,7 @@ def test_sinusoidal_table_is_the_formula():
 
 @pytest.mark.parametrize(
     ("position_embedding_type", "attention_type"),
-    [("learned", "causal"), ("rope", "causal"), ("sinusoidal", "causal"), ("none", "causal"),
+    [("learned", "causal"), ("rope", "causal"), ("sinusoidal", "causal"), ("none", "causal"), ("alibi", "causal"),
      ("learned", "synthesizer")],
 )
 def test_whole_model_matches_the_handout_formulas(position_embedding_type, attention_type):
@@ -404,3 +415,26 @@ def test_a_reciting_model_with_learned_positions_answers_in_what_its_recitation_
     assert len(answers.contexts[0]) + len(answers.answers[0]) <= model.config.block_size
     assert "more than this model's block_size=32" in question_problem(question, tokenizer, model.config, 32,
                                                                       answer_format="direct")
+
+
+def test_alibi_slopes_are_the_papers_and_fill_other_head_counts_from_the_next_power_of_two():
+    assert alibi_slopes(8).tolist() == paper_alibi_slopes(8)  # 1/2, 1/4, ..., 1/256
+    assert alibi_slopes(4).tolist() == paper_alibi_slopes(4)
+    # 6 heads: the 4 of four heads, then every other of eight heads' (1/2, 1/8)
+    assert alibi_slopes(6).tolist() == [*paper_alibi_slopes(4), 2.0 ** -1, 2.0 ** -3]
+
+
+def test_alibi_packed_rows_and_shifted_positions_give_each_examples_own_logits():
+    """Its bias depends on how far back a key lies, so a packed example sees what it sees alone, and shifting every
+    position changes nothing (no position vector)."""
+    from modeling_chargpt import packed_causal_mask
+
+    model = tiny_model("alibi")
+    a, b = torch.randint(2, 40, (1, 12)), torch.randint(2, 40, (1, 8))
+    position_ids = torch.cat((torch.arange(12), torch.arange(8)))[None]
+    packed = model(torch.cat((a, b), 1), attention_mask=packed_causal_mask(position_ids),
+                   position_ids=position_ids).logits
+    torch.testing.assert_close(packed[:, :12], model(a).logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(packed[:, 12:], model(b).logits, rtol=0, atol=1e-5)
+    shifted = model(a, position_ids=torch.arange(5, 17)[None]).logits
+    torch.testing.assert_close(shifted, model(a).logits, rtol=0, atol=1e-5)
