@@ -60,6 +60,7 @@ from chargpt.training.files import atomic_write_json
 from chargpt.training.outputs import UsageError, check_not_input
 from chargpt.training.presets import resolve as preset_values
 from data_scripts import unknown_people
+from modeling_chargpt import POSITION_EMBEDDING_TYPES
 
 CHOSEN = "CHOSEN"  # in a planned path: the tag (lr0.00015) of the rate that seed's selection chose
 RECIPES = tuple(name for name in recipes.names() if recipes.load(name)["selection"])  # the ones that choose a rate
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", required=True, help="Folder with wiki.txt and the three TSVs.")
     parser.add_argument("--out_dir", default="out/recite")
-    parser.add_argument("--variant", default="rope", choices=["rope", "learned"], help="Position embeddings.")
+    parser.add_argument("--variant", default="rope", choices=POSITION_EMBEDDING_TYPES,
+                        help="The position encoding (modeling_chargpt/positions.py).")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
     parser.add_argument("--recipe", default="recite-cpu", choices=RECIPES,
                         help="chargpt/recipes/NAME.yaml: every stage runs with --preset NAME; the defaults of the "
