@@ -41,7 +41,6 @@ from chargpt.training import (
 from data_scripts import (
     CORRUPTION_SPECS,
     OBJECTIVES,
-    SCHEDULE_TOKENS,
     EncodedExamples,
     InterleavedDataset,
     load_pretrain_corpus,
@@ -51,7 +50,6 @@ from data_scripts import (
     objective_named,
     recitation_dataset,
     span_corruption_dataset,
-    truncation_range,
 )
 from modeling_chargpt import CharGPTForCausalLM, CharTokenizer
 
@@ -90,10 +88,8 @@ class PretrainDataArguments:
     )
     objective: str = field(
         default="span_corruption",
-        metadata={"help": "What each document trains: 'span_corruption' (the reference) or, not in the reference, "
-                  "'language_modeling': its first block_size characters uncorrupted, each predicted from the ones "
-                  "before, which is what reciting a person's line from the name (train_finetune.py --recite True) "
-                  "asks of the model.",
+        metadata={"help": "What each document trains (data_scripts/objectives.py): "
+                  + "; ".join(f"'{name}': {objective.help}" for name, objective in OBJECTIVES.items()) + ".",
                   "choices": list(OBJECTIVES)},
     )
     corruption_spec: str = field(
@@ -142,8 +138,9 @@ def build_parser() -> HfArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="pretrain")
+    objective = objective_named(data_args.objective)
     try:
-        truncation_range(model_args.block_size)  # the smallest block span corruption fits in
+        objective.check_block(model_args.block_size)  # the smallest block the objective fits in
     except ValueError as err:
         raise UsageError(f"--block_size {model_args.block_size}: {err}") from None
     seeds = parse_seeds(args.seeds)
@@ -152,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
-    docs = objective_named(data_args.objective).documents(docs)  # the same documents on either data path
+    docs = objective.documents(docs)  # the same documents on either data path
     tokenizer = CharTokenizer.from_corpus(text)
     # a model that recited in pretraining is asked to recite by evaluate_birthplace.py, as far as its rows went
     recites = data_args.mixed_qa_corpus_path is not None and data_args.mixed_qa_format == "recite"
@@ -193,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = train(
         accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
         final_tokens=args.num_train_epochs * examples * block,
-        tokens_per_example=SCHEDULE_TOKENS[data_args.corruption_spec](block),
+        tokens_per_example=objective.tokens_per_example(block, data_args.corruption_spec),
         on_epoch_start=corruption.set_epoch,
         card=card,
         run_name="pretrain",

@@ -46,7 +46,7 @@ import torch
 
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, packed_causal_mask
 
-from .corruption import corrupt_documents, draw_corruptions, truncation_range
+from .corruption import corrupt_documents, draw_corruptions
 from .mixing import check_order, even_interleaving
 from .objectives import objective_named
 
@@ -185,7 +185,7 @@ class EncodedExamples:
         self.mask_token_id = tokenizer.convert_tokens_to_ids(MASK_CHAR)
         documents = list(documents or [])
         if documents:
-            truncation_range(block_size)  # validates it
+            self.objective.check_block(block_size)
         lengths = torch.tensor([len(doc) for doc in documents], dtype=torch.long)
         # one spare PAD at the end, so that gathers stay in range even when every document is empty
         ids = torch.tensor(tokenizer.encode_text("".join(documents)) + [self.pad_token_id], dtype=torch.long)

@@ -1,9 +1,10 @@
 """Pretraining objectives: what a wiki.txt document becomes, declared once for both data paths.
 
-An `Objective` names its `datasets` transform (the reference path: a `SpanCorruption`-like class with
-``set_epoch``), its rows built on the training device (`device_rows`, read by `device_batches.EncodedExamples`), and
-the shortest document it can train on. A new objective is those two halves (corruption.py holds today's) and one
-entry in `OBJECTIVES`; `train_pretrain.py --objective` offers every entry.
+An `Objective` names its `datasets` transform (the reference path: any `DocumentRows`, an on-access transform
+with ``set_epoch``), its rows built on the training device (`device_rows`, read by `device_batches.EncodedExamples`),
+the shortest document it can train on, the smallest block it fits in (`check_block`), how many tokens an example
+counts in the learning-rate schedule (`tokens_per_example`) and a line for `--help`. A new objective is those
+halves and one entry in `OBJECTIVES`; `train_pretrain.py --objective` offers every entry and reads the rest from it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import torch
 
 from .corruption import (
     CORRUPTION_SPECS,
+    SCHEDULE_TOKENS,
     PlainDocuments,
     SpanCorruption,
     corrupt_documents,
     draw_corruptions,
     plain_rows,
+    truncation_range,
 )
 
-__all__ = ["OBJECTIVES", "Objective", "objective_named", "span_corruption_dataset"]
+__all__ = ["OBJECTIVES", "DocumentRows", "Objective", "objective_named", "span_corruption_dataset"]
 
 Rows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # input_ids, labels (n, block_size), lengths (n,)
 
@@ -41,10 +44,37 @@ class EncodedDocuments(Protocol):
     mask_token_id: int
 
 
+class DocumentRows(Protocol):
+    """The datasets path of an objective: `Dataset.with_transform` calls it on each access (columns ``text``,
+    ``idx``; it returns ``input_ids`` and ``labels`` rows of block_size), and ``set_epoch`` re-draws its rows."""
+
+    def set_epoch(self, epoch: int) -> None: ...
+
+    def __call__(self, batch: dict) -> dict: ...
+
+
+def _fits_span_corruption(block_size: int) -> None:
+    truncation_range(block_size)  # raises ValueError below 9
+
+
+def _handout_tokens(block_size: int, spec: str) -> int:
+    return SCHEDULE_TOKENS[spec](block_size)  # the handout's len(y): what its schedule counts per example
+
+
+def _at_least(smallest: int) -> Callable[[int], None]:
+    def check(block_size: int) -> None:
+        if not isinstance(block_size, int) or block_size < smallest:
+            raise ValueError(f"needs an integer block_size >= {smallest}, got {block_size!r}")
+    return check
+
+
 @dataclass(frozen=True)
 class Objective:
-    transform: type[SpanCorruption]  # the datasets path: an on-access transform, re-drawn per epoch
+    transform: Callable[..., DocumentRows]  # (tokenizer, block_size, seed, spec) -> the datasets path's transform
     device_rows: Callable[[EncodedDocuments, torch.Tensor, torch.Generator], Rows]  # documents `doc`, on the device
+    help: str  # what a document trains, for --help
+    check_block: Callable[[int], None] = _at_least(2)  # ValueError for a block_size it cannot train in
+    tokens_per_example: Callable[[int, str], int] = lambda block_size, spec: block_size  # the schedule's count
     min_length: int = 0  # shorter documents are left out on both paths (nothing to predict)
 
     def documents(self, docs: datasets.Dataset) -> datasets.Dataset:
@@ -68,8 +98,14 @@ def _plain(encoded: EncodedDocuments, doc: torch.Tensor, generator: torch.Genera
 
 
 OBJECTIVES: dict[str, Objective] = {
-    "span_corruption": Objective(SpanCorruption, _corrupted),  # the reference
-    "language_modeling": Objective(PlainDocuments, _plain, min_length=2),  # uncorrupted: what reciting asks
+    "span_corruption": Objective(  # the reference; its schedule counts the handout's len(y) per example
+        SpanCorruption, _corrupted, "the reference: a span of the document moved to its end after a MASK",
+        check_block=_fits_span_corruption, tokens_per_example=_handout_tokens),
+    "language_modeling": Objective(  # uncorrupted: what reciting asks
+        PlainDocuments, _plain, "not in the reference: its first block_size characters uncorrupted, each predicted "
+        "from the ones before, which is what reciting a person's line from the name (--recite True) asks",
+        check_block=_fits_span_corruption, tokens_per_example=_handout_tokens,
+        min_length=2),
 }
 
 
@@ -82,9 +118,10 @@ def objective_named(name: str) -> Objective:
 def span_corruption_dataset(
     docs: datasets.Dataset, tokenizer, block_size: int, seed: int = 0, objective: str = "span_corruption",
     spec: str = CORRUPTION_SPECS[0],
-) -> tuple[datasets.Dataset, SpanCorruption]:
+) -> tuple[datasets.Dataset, DocumentRows]:
     """``docs`` (from `load_pretrain_corpus`, those the objective trains on) with the objective's transform applied
     on access, and the transform itself (call its ``set_epoch`` every epoch)."""
     chosen = objective_named(objective)
+    chosen.check_block(block_size)
     corruption = chosen.transform(tokenizer, block_size, seed, spec)
     return chosen.documents(docs).with_transform(corruption), corruption

@@ -27,7 +27,6 @@ from data_scripts import (
     InterleavedDataset,
     Objective,
     PackedCollator,
-    PlainDocuments,
     SpanCorruption,
     load_pretrain_corpus,
     load_qa_tsv,
@@ -222,9 +221,18 @@ def test_a_new_objective_is_one_entry_in_the_registry_and_serves_both_data_paths
     docs, tok, _ = corpus
     half = BLOCK // 2
 
-    class FirstHalf(PlainDocuments):  # the datasets path: each document's first half-block, uncorrupted
-        def corrupt(self, text, rng):
-            return text[:half] + PAD_CHAR * (self.block_size - len(text[:half]))
+    class FirstHalf:  # the datasets path, written against the protocol alone: each document's first half-block
+        def __init__(self, tokenizer, block_size, seed, spec):
+            self.tokenizer, self.block_size = tokenizer, block_size
+
+        def set_epoch(self, epoch):
+            pass
+
+        def __call__(self, batch):
+            rows = [self.tokenizer.encode_text(text[:half] + PAD_CHAR * (self.block_size - len(text[:half])))
+                    for text in batch["text"]]
+            pad = self.tokenizer.pad_token_id
+            return {"input_ids": rows, "labels": [[IGNORE_INDEX if t == pad else t for t in row] for row in rows]}
 
     def first_half(encoded, doc, generator):  # the device path: the same rows, gathered
         lengths = encoded.doc_lengths[doc].clamp(max=half)
@@ -234,7 +242,8 @@ def test_a_new_objective_is_one_entry_in_the_registry_and_serves_both_data_paths
             max=encoded.doc_ids.shape[0] - 1)], encoded.pad_token_id)
         return ids, torch.where(inside, ids, IGNORE_INDEX), lengths
 
-    monkeypatch.setitem(OBJECTIVES, "first_half", Objective(FirstHalf, first_half, min_length=5))
+    monkeypatch.setitem(OBJECTIVES, "first_half", Objective(FirstHalf, first_half, "each document's first half-block",
+                                                            min_length=5))
     ds, transform = span_corruption_dataset(docs, tok, BLOCK, objective="first_half")
     texts = objective_named("first_half").documents(docs)["text"]
     assert isinstance(transform, FirstHalf) and len(ds) == len(texts) == sum(len(t) >= 5 for t in docs["text"])
