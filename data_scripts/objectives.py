@@ -9,12 +9,15 @@ halves and one entry in `OBJECTIVES`; `train_pretrain.py --objective` offers eve
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import datasets
 import torch
+
+from modeling_chargpt import IGNORE_INDEX, PAD_CHAR
 
 from .corruption import (
     CORRUPTION_SPECS,
@@ -97,6 +100,37 @@ def _plain(encoded: EncodedDocuments, doc: torch.Tensor, generator: torch.Genera
                       encoded.pad_token_id)
 
 
+class RandomWindows:
+    """`random_window`'s datasets path: document ``idx`` in epoch ``e`` is its block_size characters from a start
+    drawn uniformly from those that leave a whole window (0 for a document that fits), by a generator of (seed, e,
+    idx), so resuming or sharding sees the draws of one uninterrupted run; PAD after a short document."""
+
+    def __init__(self, tokenizer, block_size: int, seed: int = 0, spec: str | None = None) -> None:
+        self.tokenizer, self.block_size, self.seed, self.epoch = tokenizer, block_size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def window(self, text: str, idx: int) -> str:
+        start = random.Random(f"{self.seed}:{self.epoch}:{int(idx)}").randint(0, max(len(text) - self.block_size, 0))
+        piece = text[start:start + self.block_size]
+        return piece + PAD_CHAR * (self.block_size - len(piece))
+
+    def __call__(self, batch: dict) -> dict:
+        rows = [self.tokenizer.encode_text(self.window(text, idx)) for text, idx in zip(batch["text"], batch["idx"],
+                                                                                        strict=True)]
+        pad = self.tokenizer.pad_token_id
+        return {"input_ids": rows, "labels": [[IGNORE_INDEX if t == pad else t for t in row] for row in rows]}
+
+
+def _windows(encoded: EncodedDocuments, doc: torch.Tensor, generator: torch.Generator) -> Rows:
+    lengths = encoded.doc_lengths[doc]
+    room = (lengths - encoded.block_size).clamp(min=0)
+    start = torch.randint(0, 1 << 62, lengths.shape, generator=generator, device=lengths.device) % (room + 1)
+    return plain_rows(encoded.doc_ids, encoded.doc_offsets[doc] + start, lengths - start, encoded.block_size,
+                      encoded.pad_token_id)
+
+
 OBJECTIVES: dict[str, Objective] = {
     "span_corruption": Objective(  # the reference; its schedule counts the handout's len(y) per example
         SpanCorruption, _corrupted, "the reference: a span of the document moved to its end after a MASK",
@@ -106,6 +140,10 @@ OBJECTIVES: dict[str, Objective] = {
         "from the ones before, which is what reciting a person's line from the name (--recite True) asks",
         check_block=_fits_span_corruption, tokens_per_example=_handout_tokens,
         min_length=2),
+    "random_window": Objective(  # the whole of a long line trained, not its first block only
+        RandomWindows, _windows, "not in the reference: a window of block_size characters at a place of the "
+        "document drawn anew every epoch, uncorrupted, each predicted from the ones before, so a line longer than "
+        "the block is trained to its end", min_length=2),
 }
 
 

@@ -574,3 +574,34 @@ def test_finetuning_batches_are_the_dataloader_batches(corpus):
         _assert_packed_like_the_collator(packed(step), _examples(padded["input_ids"], padded["labels"],
                                                                   padded["num_examples"]))
     assert packed.dropped() == 0
+
+
+def test_random_windows_are_whole_windows_of_their_documents_drawn_alike_on_both_paths(corpus):
+    """objective='random_window': on either path a row is block_size consecutive characters of its document (all of
+    a short one, PAD after it), every one a target; the start is drawn anew each epoch, uniformly over the starts
+    that leave a whole window, as a pure function of (seed, epoch, document) on the datasets path."""
+    docs, tok, _ = corpus
+    ds, windows = span_corruption_dataset(docs, tok, BLOCK, seed=1, objective="random_window")
+    texts = objective_named("random_window").documents(docs)["text"]
+    ex = EncodedExamples(tok, BLOCK, documents=texts, objective="random_window")
+    keys, generator = torch.arange(len(texts)), torch.Generator().manual_seed(0)
+    starts = {"datasets": Counter(), "device": Counter()}
+    long_doc = max(range(len(texts)), key=lambda i: len(texts[i]))
+    room = len(texts[long_doc]) - BLOCK
+    assert room >= 20  # a document with many starts to draw from
+    for epoch in range(300):
+        windows.set_epoch(epoch)
+        rows = {"datasets": ds[:]["input_ids"]}
+        ids, labels, lengths = ex.build(keys, torch.ones_like(keys, dtype=torch.bool), generator)
+        assert torch.equal(labels, torch.where(ids == tok.pad_token_id, IGNORE_INDEX, ids))
+        rows["device"] = ids.tolist()
+        for path, batch in rows.items():
+            found = ["".join(tok.convert_ids_to_tokens(row)).rstrip(PAD_CHAR) for row in batch]
+            assert all(len(w) == min(len(t), BLOCK) and w in t for w, t in zip(found, texts, strict=True))
+            starts[path][texts[long_doc].index(found[long_doc])] += 1
+    windows.set_epoch(7)
+    again = span_corruption_dataset(docs, tok, BLOCK, seed=1, objective="random_window")[1]
+    again.set_epoch(7)
+    assert [windows.window(t, i) for i, t in enumerate(texts)] == [again.window(t, i) for i, t in enumerate(texts)]
+    for counts in starts.values():  # 300 draws of room + 1 starts: both ends reached, the mean near the middle
+        assert {0, room} <= set(counts) and abs(sum(s * n for s, n in counts.items()) / 300 - room / 2) < room / 8

@@ -446,3 +446,23 @@ def test_language_modeling_objective_in_pretraining(device_data, tmp_path, monke
     assert sorted(text for text in seen if text) == sorted([line[:64] for line in lines] * 2)
     card = (out / "README.md").read_text()
     assert "| objective | language_modeling |" in card and "pretraining (language modeling)" in card
+
+
+@pytest.mark.parametrize("device_data", [False, True])
+def test_random_window_objective_in_pretraining(device_data, tmp_path, monkeypatch):
+    """--objective random_window, on either data path: every trained row is 64 consecutive characters of a line, and
+    over the epochs windows other than a line's first are trained; the card says so."""
+    lines = [f"Ab {c}{c.lower()}n. a painter of the north and the sea, born in Place{c} in 18{i}0, died in Far{c}."
+             for i, c in enumerate("ABCDEFGH")]
+    (tmp_path / "wiki.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    rows = trained_rows(monkeypatch)
+    out = tmp_path / "out"
+    argv = pretrain_args(tmp_path, out, "--num_train_epochs", "4", "--checkpointing_steps", "0", "--packing", "False",
+                         "--objective", "random_window", "--device_data", str(device_data))
+    assert run_cli(train_pretrain.main, argv) == 0
+    tok = CharTokenizer.from_pretrained(out)
+    seen = [text for _, batch in rows for row in batch if (text := "".join(tok.itos[t] for t in row).rstrip(PAD_CHAR))]
+    assert len(seen) == 4 * len(lines) and all(len(text) == 64 and any(text in line for line in lines) for text in seen)
+    assert any(not line.startswith(text) for text in seen for line in lines if text in line)  # not only first blocks
+    card = (out / "README.md").read_text()
+    assert "| objective | random_window |" in card and "pretraining (random window)" in card
