@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make best` on one GPU call (issues 71 and 72): each seed of SEEDS runs chargpt/recipes/recite.py --recipe best
+# `make best` on one GPU call: each seed of SEEDS runs chargpt/recipes/recite.py --recipe best
 # in its own process, all at once (a 4 x 256 model at batch 32 keeps a GPU far from busy), its pretraining compiled
 # (SPEED); each goes on to choose its rate on the 400 held-out questions, the final model, dev and test, as make best
 # does, until BUDGET seconds. Every pretrained model comes back as soon as it is saved, one tar each (13 MB), so
@@ -12,7 +12,7 @@
 # Before a first call the speed is not known: SPEED's flags made the faithful pretraining (batch 128) about 100 steps
 # a second on an H100 and an H200 (results/bench_gpu_h*.json); best's 50 epochs with rope are 7,100 steps of batch
 # 32, its 100 with learned positions 14,200. Rope is the default: the learned seeds are measured on CPUs
-# (results/best_cpu.json), rope's three have no GPU figure yet (issue 71).
+# (results/best_cpu.json), rope's three have no GPU figure yet.
 #   bash experiments/gpu_session.sh prepare     # here, once: the data and wheels in .gpu/
 #   run(command="bash experiments/gpu_best.sh", carry=[".gpu"], timeout_s=600)
 # -> pretrained-seedS.tar (each seed), gpu_best_outputs.tar.gz (logs, selection.json, predictions, abstention; no

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session in one device call (issue 23): the GPU benchmark, then as much of the faithful fast-path run as the
+# One GPU session in one device call: the GPU benchmark, then as much of the faithful fast-path run as the
 # time allows; everything worth keeping goes to $OUT (at most 8 files, each named below).
 #
 #   bash experiments/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
@@ -25,12 +25,12 @@
 #      pretraining timed end to end, the reference finetuning, dev and test predictions  -> faithful_rope_results.json
 #      (faithful_VARIANT_*); its predictions (with their records: each answer's confidence) and logs go into
 #      faithful_rope_outputs.tar.gz
-#   3. if about CONF_NEED seconds are left: the faithful model's confidence (issue 24): finetuned at each rate of
+#   3. if about CONF_NEED seconds are left: the faithful model's confidence: finetuned at each rate of
 #      CONF_RATES (the reference 6e-4, then 2e-4, the faithful models' held-out choice) on the training questions
 #      outside 400 held out, kept; each answers the 400 and dev, and chargpt/evaluation/abstention.py chooses the threshold for
 #      80% precision on the 400  -> faithful_rope_outputs.tar.gz (abstention.json and plots per rate)
 #   4. if about RECITE_NEED seconds are left: chargpt/recipes/select_finetune_lr.py on that pretrained model with
-#      `--recite True` (issue 21: recite, then answer), the rate chosen among RECITE_RATES on 400 held-out training
+#      `--recite True` (recite, then answer), the rate chosen among RECITE_RATES on 400 held-out training
 #      questions, then the final finetuning and dev and test evaluations  -> faithful_rope_recite_selection.json, its
 #      predictions in faithful_rope_outputs.tar.gz
 #   and session.log (this script's output). It starts no stage that would end more than BUDGET seconds (default
@@ -50,13 +50,13 @@
 # `bench_reproduce` (one call where the device time allows one: a 15-minute loan holds its start and one 10-minute
 # call): a shorter benchmark (today, fast, fast_compiled_all, fast_compiled_all_stacked3; BENCH_TIMEOUT 150), its
 # flags chosen, then `reproduce` with them for the time left  -> bench_gpu.json and what `reproduce` returns
-# `recite_lm` (another call; issue 21's lead recipe at the reference size, as `make recite DATA=d EPOCHS=50
+# `recite_lm` (another call; the mixed-training study's lead recipe at the reference size, as `make recite DATA=d EPOCHS=50
 # N_EMBD=256 SPAN=1 CONTINUE=1` ran it on 2 CPU cores: results/cpu_fp32_reference_size.json): the held-out split of
 # the training questions; LM_VARIANT (rope or learned) pretraining on the fast path, LM_EPOCHS epochs of uncorrupted
 # documents with the other 1,600 questions as recitation rows, for each seed of LM_SEEDS (several, e.g.
 # LM_SEEDS=0,1,2: one --seeds process trains them together); then for each seed the --recite rate chosen on the 400
 # held-out (answering with spans of the recitation, LM_EVAL_EXTRA), the final finetuning, dev and test, and the
-# held-out model's abstention threshold (issue 24). LM_HPARAMS are both stages' hyperparameters: chargpt/recipes/best.yaml's
+# held-out model's abstention threshold. LM_HPARAMS are both stages' hyperparameters: chargpt/recipes/best.yaml's
 # (`--preset best`, as `make best` runs it; its run_experiments column finetunes plainly, `--recite False`, as
 # make best's does); LM_HPARAMS= LM_EPOCHS=300 takes the reference's
 #   -> recite_lm_results.json, recite_lm_selection.json (every seed's choice), recite_lm_outputs.tar.gz (each seed's
@@ -89,7 +89,7 @@ BENCH_VARIANTS=${BENCH_VARIANTS:-today,fast,fast_compiled_all,fast_compiled_all_
 BENCH_EXTRA=${BENCH_EXTRA:-}  # flags for every benchmark variant
 FULL_EXTRA=${FULL_EXTRA:---checkpointing_steps 0}  # flags for the full run's training stages
 RECITE_NEED=${RECITE_NEED:-150}  # seconds the recite-then-answer selection is given at least
-CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage (issue 24) is given at least
+CONF_NEED=${CONF_NEED:-90}  # seconds a confidence stage is given at least
 CONF_RATES=${CONF_RATES:-6e-4,2e-4}  # its finetuning rates: the reference's, then the faithful models' held-out choice
 # FULL_PRETRAIN or REPRO_PRETRAIN given here (even empty) win over what choose_fast_flags.py finds in bench_gpu.json
 # (this call's, or CHOOSE_FROM's); otherwise the choice sets them and adds its --stack_seeds to REPRO_ARGS
@@ -200,7 +200,7 @@ conf_select "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
 
 left() { echo $((BUDGET - SECONDS)); }
 
-confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2: the held-out models of CONF_SELECT
+confidence() {  # the confidence of the pretrained model $1 (seed $3) into folder $2: the held-out models of CONF_SELECT
   # answer dev too; chargpt.evaluation.abstention chooses each one's 80%-precision threshold on the 400 and applies it to dev
   [ -f "$1/config.json" ] || { stage "confidence skipped: no pretrained model $1"; return 0; }
   [ "$(left)" -ge "$CONF_NEED" ] || { stage "confidence of $1 skipped: $(left)s left (CONF_NEED=$CONF_NEED)"; return 0; }
@@ -218,7 +218,7 @@ confidence() {  # issue 24 for the pretrained model $1 (seed $3) into folder $2:
   done
 }
 
-span_answers() {  # issue 21: the folder $1's final model and held-out model $2 answer again with
+span_answers() {  # span answers: the folder $1's final model and held-out model $2 answer again with
   # --answer_from_recitation True (the held-out questions first: where the choice is judged), into $1/span, then
   # with --continue_recitation True as well, into $1/span-cont
   local sel=$1 tag=$2 job model corpus name dir more
@@ -248,7 +248,7 @@ session() {
     benchmark "$(( limit > 60 ? limit : 60 ))"
   fi
 
-  if [ "$SEEDS_BENCH" = 1 ] && [ "$(left)" -ge 360 ]; then  # how a reproduce should train its seeds (issue 23)
+  if [ "$SEEDS_BENCH" = 1 ] && [ "$(left)" -ge 360 ]; then  # how a reproduce should train its seeds
     stage "1b. seeds: $(printf '%q ' "${SEEDS[@]}")"
     timeout 240 "$PY" "${SEEDS[@]}" || echo "the seeds benchmark ended with status $?"
   fi
@@ -264,7 +264,7 @@ session() {
     stage "2. skipped: the full run needs about ${need}s, $(left)s are left"
   fi
 
-  echo; echo "3. the faithful $FULL_VARIANT model's confidence (issue 24)"
+  echo; echo "3. the faithful $FULL_VARIANT model's confidence"
   confidence "$FULL_MODEL" "$WORK/confidence/$FULL_VARIANT-seed0" 0
 
   if [ -f "$FULL_MODEL/config.json" ] && [ "$(left)" -ge "$RECITE_NEED" ]; then
@@ -300,7 +300,7 @@ reproduce_session() {  # $1 = bench: the benchmark first, in this call, and its 
   stage "make reproduce SEEDS=0,1,2 SYNTH=1 on the fast path ($(left)s left): $(printf '%q ' "${REPRODUCE[@]}")"
   timeout "$(left)" "$PY" "${REPRODUCE[@]}" || echo "the run ended with status $? (the finished rows are kept)"
   local variant member
-  for variant in rope learned; do  # issue 24: seed 0's confidence, from its folder alone or among --seeds
+  for variant in rope learned; do  # seed 0's confidence, from its folder alone or among --seeds
     member=$WORK/reproduce/$variant-causal-seeds-pretrain/seed-0
     [ -d "$member" ] || member=$WORK/reproduce/$variant-causal-seed0-pretrain
     confidence "$member" "$WORK/confidence/$variant-seed0" 0
@@ -343,7 +343,7 @@ recite_lm_session() {
     [ -f "$(lm_pretrained "$seed")/config.json" ] || continue
     stage "recite, then answer, seed $seed ($(left)s left): $(printf '%q ' "${RECITE_LM_SELECT[@]}")"
     timeout "$(left)" "$PY" "${RECITE_LM_SELECT[@]}" || echo "the selection ended with status $?"
-    # issue 24: the model that never saw the 400 held-out questions (chosen rate) answers dev too; the abstention
+    # the model that never saw the 400 held-out questions (chosen rate) answers dev too; the abstention
     # threshold for 80% precision is chosen on the 400 and applied to dev (docs/confidence.md)
     sel=$WORK/recite-lm-sel/$LM_VARIANT-seed$seed
     tag=$("$PY" -c 'import json, sys; print("lr%g" % float(json.load(open(sys.argv[1]))["chosen_learning_rate"]))' \

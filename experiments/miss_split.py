@@ -1,4 +1,4 @@
-"""Where the best models miss (issue 72's first step): the dev questions split by the kind of their person's
+"""Where the best models miss: the dev questions split by the kind of their person's
 wiki.txt line, and each model's misses split by what it answered.
 
     python experiments/miss_split.py --data_dir ../shared/data --predictions A.dev.predictions B.dev.predictions \

@@ -1,4 +1,4 @@
-"""Several seeds as one answer (issue 72's lever): each question gets the answer most seeds gave.
+"""Several seeds as one answer: each question gets the answer most seeds gave.
 
     python experiments/seed_vote.py --data_dir ../shared/data --name NAME \
         --predictions BEST.dev.predictions NEXT.dev.predictions ... \

@@ -213,9 +213,9 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert chosen.extra.startswith("--preset best ")
     assert chosen.eval_extra == "--answer_from_recitation True --continue_recitation True"
     assert (chosen.split_seed, chosen.holdout) == (split.split_seed, split.holdout)  # the split pretraining left out
-    assert chosen.keep_models  # the held-out model answers dev for the abstention threshold (issue 24)
+    assert chosen.keep_models  # the held-out model answers dev for the abstention threshold
     assert chosen.model_name_or_path == f"{opts.out_dir}/rope-causal-seed0-pretrain"
-    # issue 24: the faithful model finetuned without the held-out 400 (same split), at the reference rate and at
+    # the faithful model finetuned without the held-out 400 (same split), at the reference rate and at
     # 2e-4, with plain answers; the models are kept to answer dev for the abstention threshold
     conf = select.parse_args(conf_cmd[2:])
     assert conf.model_name_or_path.endswith("faithful/rope-causal-seed0-pretrain") and conf.keep_models

@@ -647,3 +647,16 @@ def test_cpu_projections_give_one_row_per_cpu_from_todays_loop_only(tmp_path):
     rows = [line for line in TABLES["timings"](Results(tmp_path / "results")).splitlines() if "on a CPU" in line]
     assert [line.split(" | ")[2:4] for line in rows] == [["2 AMD EPYC cores, Zen 4, fp32", "2.0–2.5 h"],
                                                          ["2 Intel Xeon cores, Other CPU, fp32", "10.0 h"]]
+
+
+def test_the_project_speaks_of_itself_alone():
+    """No tracker's issue numbers in code, docs or results: say what the code does, not which ticket asked for it."""
+    import re
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert len(files) > 100
+    pattern = re.compile(r"\b[Ii]ssues? #?\d+")
+    found = [f"{name}: {m.group(0)}" for name in files if not name.endswith((".png", ".safetensors"))
+             for m in [pattern.search((ROOT / name).read_text(encoding="utf-8", errors="replace"))] if m]
+    assert not found, found

@@ -18,7 +18,7 @@ recitation rows in pretraining"):
      them in (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
   3. chargpt.recipes.select_finetune_lr --final per seed: the `--recite True` rate chosen on the held-out
      questions, then the finetuning on all training questions, dev and test predictions.
-  4. per seed, unless --no_confidence (issue 24, docs/confidence.md): the held-out model at the chosen rate (kept by
+  4. per seed, unless --no_confidence (docs/confidence.md): the held-out model at the chosen rate (kept by
      step 3's --keep_models; it never saw the held-out questions) answers dev, and chargpt.evaluation.abstention chooses
      the threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
      saved into the held-out model and the final model (their pipelines abstain below it) and applied to the final

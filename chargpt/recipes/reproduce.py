@@ -36,7 +36,7 @@ from chargpt.training.outputs import check_not_input
 # Dev questions split by how the people were read (the synthetic world writes these; the real data has none).
 DEV_GROUPS = {"paraphrased": "birth_dev_paraphrased.tsv", "single": "birth_dev_single.tsv"}
 
-# The GPU fast path (issue 23): what each stage adds on a CUDA device (`--fast_path auto`, the default) or always
+# The GPU fast path: what each stage adds on a CUDA device (`--fast_path auto`, the default) or always
 # (`on`). Pretraining builds its batches on the device; its losses are read back every --logging_steps there
 # (--sync_steps' GPU default). Placed before the recipe's and the user's flags, which override it.
 # Finetuning takes it only where a variant's seeds train together (`--seeds` needs --device_data).
