@@ -37,13 +37,11 @@ from chargpt.training import (
     make_accelerator,
     parse_args,
     parse_seeds,
-    push_if_asked,
-    report_done,
     resolve_model_path,
     run_card,
     run_cli,
     seeds_card,
-    train,
+    train_stage,
 )
 from chargpt.training.presets import EVALUATION
 from data_scripts import (
@@ -227,16 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stage="finetuning (name prompts)", initialised_from=initialised_from,
         data=data_args.finetune_corpus_path, examples=examples, **deviations,
     )
-    result = train(
-        accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
-        final_tokens=200 * len(docs) * block,
-        tokens_per_example=block - 1,
-        card=card,
-        run_name="finetune",
-    )
-    push_if_asked(accelerator, args, result, seeds)
-    saved_to = args.output_dir if seeds is None else f"{args.output_dir}/seed-{{{','.join(map(str, seeds))}}}"
-    return report_done(accelerator, result, "finetuning", saved_to)
+    return train_stage(accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
+                       stage="finetune", seeds=seeds, final_tokens=200 * len(docs) * block,
+                       tokens_per_example=block - 1, card=card)
 
 
 def cli() -> int:

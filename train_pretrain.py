@@ -31,12 +31,10 @@ from chargpt.training import (
     make_accelerator,
     parse_args,
     parse_seeds,
-    push_if_asked,
-    report_done,
     run_card,
     run_cli,
     seeds_card,
-    train,
+    train_stage,
 )
 from data_scripts import (
     CORRUPTION_SPECS,
@@ -187,17 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         **({"device_data": True} if data_args.device_data else {}),
         **seeds_card(seeds, args.stack_seeds),
     )
-    result = train(
-        accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
-        final_tokens=args.num_train_epochs * examples * block,
-        tokens_per_example=objective.tokens_per_example(block, data_args.corruption_spec),
-        on_epoch_start=corruption.set_epoch,
-        card=card,
-        run_name="pretrain",
-    )
-    push_if_asked(accelerator, args, result, seeds)
-    saved_to = args.output_dir if seeds is None else f"{args.output_dir}/seed-{{{','.join(map(str, seeds))}}}"
-    return report_done(accelerator, result, "pretraining", saved_to)
+    return train_stage(accelerator, model, tokenizer, dataset, collate_for(args.packing, block, tokenizer), args,
+                       stage="pretrain", seeds=seeds, final_tokens=args.num_train_epochs * examples * block,
+                       tokens_per_example=objective.tokens_per_example(block, data_args.corruption_spec),
+                       on_epoch_start=corruption.set_epoch, card=card)
 
 
 def cli() -> int:

@@ -18,6 +18,7 @@ from processes import run_concurrently, user_env
 from safetensors.torch import load_file
 
 import chargpt.training.loop
+import chargpt.training.stage
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
@@ -102,14 +103,15 @@ def test_pretrain_finetune_evaluate_end_to_end(world, tmp_path):
 
 
 def spy_on_train(monkeypatch, script) -> dict:
-    """Run `script`'s real training loop, recording the dataset and keyword arguments it was given."""
+    """Run `script`'s real training loop, recording the dataset and keyword arguments it was given (any script:
+    both end in `train_stage`)."""
     seen = {}
 
     def spy(accelerator, model, tokenizer, dataset, collate, args, **kwargs):
         seen.update(dataset=dataset, **kwargs)
         return train(accelerator, model, tokenizer, dataset, collate, args, **kwargs)
 
-    monkeypatch.setattr(script, "train", spy)
+    monkeypatch.setattr(chargpt.training.stage, "train", spy)  # what both scripts' shared end calls
     return seen
 
 

@@ -3,7 +3,7 @@
 Modules import in one direction, bottom to top: `errors`, `state`, `files`, `schedule`, `precision`, `stopping`,
 `outputs` (nothing of the package, or only the ones before); `presets` (each stage's defaults); `arguments`; `cli`;
 `seeds` (several seeds in one process), `stacking` (their stacked form); `batching`, `pretrained`, `reporting`,
-`hub`; `checkpoints`, `export`; `loop`. tests/test_imports.py checks it.
+`hub`; `checkpoints`, `export`; `loop`; `stage` (the scripts' shared end). tests/test_imports.py checks it.
 
 Names are imported lazily (PEP 562), as in `data_scripts`: a tool that only writes files (`chargpt.training.files`) or
 reads flags does not import the training loop, accelerate or the model.
@@ -28,6 +28,7 @@ _EXPORTS = {
     "pretrained": ["check_chargpt_folder", "load_chargpt", "resolve_model_path"],
     "reporting": ["report_done", "run_card"],
     "schedule": ["TokenCosineSchedule"],
+    "stage": ["train_stage"],
     "seeds": ["SeedBatches", "SeedStack", "check_seeds", "device_batches", "parse_seeds", "seeds_card"],
     "state": ["TrainResult"],
 }
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from .reporting import report_done, run_card
     from .schedule import TokenCosineSchedule
     from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds, seeds_card
+    from .stage import train_stage
     from .state import TrainResult
 
 
@@ -79,23 +81,22 @@ __all__ = [
     "atomic_write_text",
     "build_model_config",
     "build_optimizer",
-    "check_seeds",
     "check_chargpt_folder",
     "check_not_input",
     "check_output_dir",
     "check_output_file",
+    "check_seeds",
     "collate_for",
     "cpu_has_fast_bf16",
     "device_batches",
     "find_latest_checkpoint",
     "load_chargpt",
-    "note_answering",
     "make_accelerator",
+    "note_answering",
     "parse_args",
     "parse_seeds",
     "push_if_asked",
     "push_run",
-    "seeds_card",
     "replace_folder",
     "report_done",
     "resolve_model_path",
@@ -103,5 +104,7 @@ __all__ = [
     "run_card",
     "run_cli",
     "run_logged",
+    "seeds_card",
     "train",
+    "train_stage",
 ]
