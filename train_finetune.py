@@ -25,7 +25,6 @@ from transformers import HfArgumentParser
 
 from chargpt.training import (
     ModelArguments,
-    SeedStack,
     TrainingArguments,
     UsageError,
     build_model_config,
@@ -35,6 +34,8 @@ from chargpt.training import (
     device_batches,
     load_chargpt,
     make_accelerator,
+    members_of,
+    models_for,
     parse_args,
     parse_seeds,
     resolve_model_path,
@@ -107,11 +108,12 @@ def load_model(data_args: FinetuneDataArguments, model_args: ModelArguments, cor
     return model, tokenizer
 
 
-def member_paths(path: str | None, seeds: list[int]) -> list[str | None]:
+def member_paths(path: str | None, seeds: list[int] | None) -> list[str | None]:
     """Where each `--seeds` member starts: PATH/seed-S when PATH holds a seed-S folder (a `train_pretrain.py --seeds`
-    output), each seed needing its own; else PATH itself (one model, or None: from scratch) for every seed."""
-    if path is None or not any(Path(path).glob("seed-*")):
-        return [path] * len(seeds)
+    output), each seed needing its own; else PATH itself (one model, or None: from scratch) for every seed; without
+    --seeds, [PATH]."""
+    if seeds is None or path is None or not any(Path(path).glob("seed-*")):
+        return [path] * len(seeds or [None])
     missing = [seed for seed in seeds if not (Path(path) / f"seed-{seed}").is_dir()]
     if missing:
         found = ", ".join(sorted(p.name for p in Path(path).glob("seed-*")))
@@ -121,17 +123,18 @@ def member_paths(path: str | None, seeds: list[int]) -> list[str | None]:
 
 
 def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, corpus_tokenizer: CharTokenizer,
-                 seeds: list[int], paths: list[str | None],
-                 fields: dict[str, Any] | None = None) -> tuple[SeedStack, CharTokenizer]:
-    """A `SeedStack` whose member S is what a separate `--seed S` run finetunes: built after `set_seed(S)` from
-    scratch, or loaded from its folder in `paths` (`member_paths`)."""
-    path_of, tokenizers = dict(zip(seeds, paths, strict=True)), {}
+                 seeds: list[int] | None, paths: list[str | None],
+                 fields: dict[str, Any] | None = None) -> tuple[Any, CharTokenizer]:
+    """The model to finetune (`models_for`: with --seeds, a `SeedStack` whose member S is what a separate `--seed S`
+    run finetunes, built after `set_seed(S)`) from scratch or from its folder in `paths` (`member_paths`)."""
+    path_of, tokenizers = dict(zip(seeds or [None], paths, strict=True)), []
 
-    def make_model(seed: int) -> CharGPTForCausalLM:
-        model, tokenizers[seed] = load_model(data_args, model_args, corpus_tokenizer, path_of[seed], fields)
+    def make_model(seed: int | None) -> CharGPTForCausalLM:
+        model, tokenizer = load_model(data_args, model_args, corpus_tokenizer, path_of[seed], fields)
+        tokenizers.append(tokenizer)
         return model
 
-    return SeedStack.build(make_model, seeds), tokenizers[seeds[0]]
+    return models_for(make_model, seeds), tokenizers[0]
 
 
 def answer_fields(data_args: FinetuneDataArguments, choices: dict[str, bool | int],
@@ -190,15 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
     initialised_from = given or "scratch"
-    paths = [data_args.model_name_or_path] if seeds is None else member_paths(data_args.model_name_or_path, seeds)
+    paths = member_paths(data_args.model_name_or_path, seeds)
     fields, chars = answer_fields(data_args, choices, paths[0])
-    if seeds is None:
-        model, tokenizer = load_model(data_args, model_args, CharTokenizer.from_corpus(text), fields=fields)
-    else:
-        model, tokenizer = load_members(data_args, model_args, CharTokenizer.from_corpus(text), seeds, paths, fields)
-        if paths[0] != data_args.model_name_or_path:
-            initialised_from = f"{data_args.model_name_or_path}/seed-S"
-    members = [model] if seeds is None else list(model.members)
+    model, tokenizer = load_members(data_args, model_args, CharTokenizer.from_corpus(text), seeds, paths, fields)
+    if paths[0] != data_args.model_name_or_path:
+        initialised_from = f"{data_args.model_name_or_path}/seed-S"
+    members = members_of(model)
     config = members[0].config
     block = config.block_size
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)

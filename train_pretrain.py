@@ -21,7 +21,6 @@ from transformers import HfArgumentParser
 
 from chargpt.training import (
     ModelArguments,
-    SeedStack,
     TrainingArguments,
     UsageError,
     build_model_config,
@@ -29,6 +28,8 @@ from chargpt.training import (
     collate_for,
     device_batches,
     make_accelerator,
+    members_of,
+    models_for,
     parse_args,
     parse_seeds,
     run_card,
@@ -153,8 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     recites = data_args.mixed_qa_corpus_path is not None and data_args.mixed_qa_format == "recite"
     config = build_model_config(model_args, tokenizer.vocab_size, **(
         {"answer_format": "recite", "recitation_chars": data_args.recitation_chars} if recites else {}))
-    model = (CharGPTForCausalLM(config) if seeds is None
-             else SeedStack.build(lambda _: CharGPTForCausalLM(config), seeds))
+    model = models_for(lambda _: CharGPTForCausalLM(config), seeds)
     block = config.block_size
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed,
                                                   objective=data_args.objective, spec=data_args.corruption_spec)
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  device=accelerator.device, objective=data_args.objective), args, seeds)
 
     card = run_card(
-        model if seeds is None else model.members[0], args,
+        members_of(model)[0], args,
         title=f"chargpt pretrained ({config.position_embedding_type} positions, {config.attention_type} attention)",
         stage=f"pretraining ({data_args.objective.replace('_', ' ')})" + (" mixed with name prompts" if mixed else ""),
         data=data_args.pretrain_corpus_path, documents=len(docs), **mixed,

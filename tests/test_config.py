@@ -4,6 +4,7 @@ import ast
 import inspect
 import json
 import os
+import weakref
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -138,15 +139,16 @@ def test_training_and_saving_a_threshold_set_no_declared_field_on_a_made_config(
 
     world = tmp_path / "world"
     write_synthetic_corpus(world, n_people=40, n_train=20, n_dev=10, n_test=10, seed=0)
-    made, late = set(), []
+    made, late = {}, []  # id -> a weak reference, so a new config at a freed config's address is not taken for it
     init, setattr_ = CharGPTConfig.__init__, CharGPTConfig.__setattr__
 
     def recording_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        made.add(id(self))
+        made[id(self)] = weakref.ref(self)
 
     def recording_setattr(self, name, value):
-        if id(self) in made and name in DECLARED:
+        known = made.get(id(self))
+        if known is not None and known() is self and name in DECLARED:
             late.append(name)
         setattr_(self, name, value)
 

@@ -29,7 +29,8 @@ _EXPORTS = {
     "reporting": ["report_done", "run_card"],
     "schedule": ["TokenCosineSchedule"],
     "stage": ["train_stage"],
-    "seeds": ["SeedBatches", "SeedStack", "check_seeds", "device_batches", "parse_seeds", "seeds_card"],
+    "seeds": ["SeedBatches", "SeedStack", "check_seeds", "device_batches", "members_of", "models_for", "parse_seeds",
+              "seeds_card"],
     "state": ["TrainResult"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -48,7 +49,16 @@ if TYPE_CHECKING:
     from .pretrained import check_chargpt_folder, load_chargpt, resolve_model_path
     from .reporting import report_done, run_card
     from .schedule import TokenCosineSchedule
-    from .seeds import SeedBatches, SeedStack, check_seeds, device_batches, parse_seeds, seeds_card
+    from .seeds import (
+        SeedBatches,
+        SeedStack,
+        check_seeds,
+        device_batches,
+        members_of,
+        models_for,
+        parse_seeds,
+        seeds_card,
+    )
     from .stage import train_stage
     from .state import TrainResult
 
@@ -93,6 +103,8 @@ __all__ = [
     "load_chargpt",
     "make_accelerator",
     "note_answering",
+    "members_of",
+    "models_for",
     "parse_args",
     "parse_seeds",
     "push_if_asked",

@@ -84,6 +84,17 @@ def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: 
                          "every member when one overflows); use no or bf16")
 
 
+def models_for(make_model: Callable[[int | None], nn.Module], seeds: list[int] | None) -> nn.Module:
+    """The model a run trains: `make_model(None)`, or with --seeds a `SeedStack` whose member S is `make_model(S)`;
+    the scripts build either the same way."""
+    return make_model(None) if seeds is None else SeedStack.build(make_model, seeds)
+
+
+def members_of(model: nn.Module) -> list[nn.Module]:
+    """The models a run saves: the model itself, or each member of a --seeds run."""
+    return list(getattr(model, "members", [model]))
+
+
 @dataclass
 class SeedStackOutput(ModelOutput):
     """`loss`: the sum of the members' losses (what backward needs); `losses`: each member's, in seed order."""
