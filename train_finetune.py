@@ -29,7 +29,7 @@ from chargpt.training import (
     UsageError,
     build_model_config,
     check_chargpt_folder,
-    check_seeds,
+    check_training,
     collate_for,
     device_batches,
     load_chargpt,
@@ -172,23 +172,30 @@ def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -
 DecodingArguments = decoding_arguments()  # saved with the model: how it answers (answering.py's choices)
 
 
+def check_flags(data_args: FinetuneDataArguments, model_args: ModelArguments, args: TrainingArguments,
+                decoding: Any) -> None:
+    """Every check of this script's flags, in one place (`parse_args` runs it): each a one-line UsageError."""
+    chars = data_args.recitation_chars
+    if chars is not None and (not data_args.recite or chars < 1):
+        raise UsageError(f"--recitation_chars {chars}: a positive number of characters, with --recite True")
+    answering_choices(data_args, decoding, args.preset)
+    check_training(args, device_data=data_args.device_data)
+
+
 def build_parser() -> HfArgumentParser:
-    return HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments, DecodingArguments),
-                            prog="train_finetune.py")
+    parser = HfArgumentParser((FinetuneDataArguments, ModelArguments, TrainingArguments, DecodingArguments),
+                              prog="train_finetune.py")
+    parser.check = check_flags
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args, decoding = parse_args(build_parser(), argv, stage="finetune")
     seeds = parse_seeds(args.seeds)
-    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
-                stack_seeds=args.stack_seeds)
     given = data_args.model_name_or_path
     data_args.model_name_or_path = resolve_model_path(given)  # owner/name: the Hub's copy, from the local cache first
     pretrained = data_args.model_name_or_path is not None
-    choices = answering_choices(data_args, decoding, args.preset)  # before anything is read
-    if data_args.recitation_chars is not None and (not data_args.recite or data_args.recitation_chars < 1):
-        raise UsageError(f"--recitation_chars {data_args.recitation_chars}: a positive number of characters, with "
-                         "--recite True")
+    choices = answering_choices(data_args, decoding, args.preset)  # checked with the flags; the values here
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)

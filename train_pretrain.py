@@ -24,7 +24,7 @@ from chargpt.training import (
     TrainingArguments,
     UsageError,
     build_model_config,
-    check_seeds,
+    check_training,
     collate_for,
     device_batches,
     make_accelerator,
@@ -107,21 +107,6 @@ class PretrainDataArguments:
                   "DataLoader. One process only."},
     )
 
-    def __post_init__(self) -> None:
-        if self.mixed_qa_repeats < 1:
-            raise UsageError(f"--mixed_qa_repeats must be at least 1, got {self.mixed_qa_repeats}")
-        if self.corruption_spec not in CORRUPTION_SPECS:
-            raise UsageError(f"--corruption_spec {self.corruption_spec!r}: choose one of {', '.join(CORRUPTION_SPECS)}")
-        if self.objective not in OBJECTIVES:
-            raise UsageError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
-        if self.mixed_qa_format not in MIXED_QA_FORMATS:
-            raise UsageError(f"--mixed_qa_format {self.mixed_qa_format!r}: choose one of {', '.join(MIXED_QA_FORMATS)}")
-        if self.recitation_chars is not None and (self.mixed_qa_format != "recite" or self.recitation_chars < 1):
-            raise UsageError(f"--recitation_chars {self.recitation_chars}: a positive number of characters, with "
-                             "--mixed_qa_format recite")
-        changed = self.qa_options()
-        if changed and self.mixed_qa_corpus_path is None:
-            raise UsageError(f"--{next(iter(changed))} needs --mixed_qa_corpus_path (the questions to train on)")
 
     def qa_options(self) -> dict[str, int | str]:
         """The options of mixed training set away from their defaults (for the checks and the model card)."""
@@ -131,20 +116,41 @@ class PretrainDataArguments:
         return {name: value for name, value in values.items() if value != defaults[name]}
 
 
+def check_flags(data_args: PretrainDataArguments, model_args: ModelArguments, args: TrainingArguments) -> None:
+    """Every check of this script's flags, in one place (`parse_args` runs it): each a one-line UsageError."""
+    if data_args.mixed_qa_repeats < 1:
+        raise UsageError(f"--mixed_qa_repeats must be at least 1, got {data_args.mixed_qa_repeats}")
+    if data_args.corruption_spec not in CORRUPTION_SPECS:
+        raise UsageError(f"--corruption_spec {data_args.corruption_spec!r}: choose one of "
+                         f"{', '.join(CORRUPTION_SPECS)}")
+    if data_args.objective not in OBJECTIVES:
+        raise UsageError(f"--objective {data_args.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if data_args.mixed_qa_format not in MIXED_QA_FORMATS:
+        raise UsageError(f"--mixed_qa_format {data_args.mixed_qa_format!r}: choose one of "
+                         f"{', '.join(MIXED_QA_FORMATS)}")
+    chars = data_args.recitation_chars
+    if chars is not None and (data_args.mixed_qa_format != "recite" or chars < 1):
+        raise UsageError(f"--recitation_chars {chars}: a positive number of characters, with --mixed_qa_format recite")
+    changed = data_args.qa_options()
+    if changed and data_args.mixed_qa_corpus_path is None:
+        raise UsageError(f"--{next(iter(changed))} needs --mixed_qa_corpus_path (the questions to train on)")
+    try:
+        objective_named(data_args.objective).check_block(model_args.block_size)  # the smallest block it fits in
+    except ValueError as err:
+        raise UsageError(f"--block_size {model_args.block_size}: {err}") from None
+    check_training(args, device_data=data_args.device_data)
+
+
 def build_parser() -> HfArgumentParser:
-    return HfArgumentParser((PretrainDataArguments, ModelArguments, TrainingArguments), prog="train_pretrain.py")
+    parser = HfArgumentParser((PretrainDataArguments, ModelArguments, TrainingArguments), prog="train_pretrain.py")
+    parser.check = check_flags
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     data_args, model_args, args = parse_args(build_parser(), argv, stage="pretrain")
     objective = objective_named(data_args.objective)
-    try:
-        objective.check_block(model_args.block_size)  # the smallest block the objective fits in
-    except ValueError as err:
-        raise UsageError(f"--block_size {model_args.block_size}: {err}") from None
     seeds = parse_seeds(args.seeds)
-    check_seeds(seeds, device_data=data_args.device_data, mixed_precision=args.mixed_precision,
-                stack_seeds=args.stack_seeds)
     accelerator = make_accelerator(args)
 
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)

@@ -170,6 +170,7 @@ def test_gpu_session_script_is_valid_bash_and_its_commands_parse(bench, tmp_path
     assert (opts.seeds, opts.concurrent, opts.json) == ("0,1,2", True, str(tmp_path / "out" / "bench_seeds.json"))
     assert opts.stacked[0] == "" and "--torch_compile True" in opts.stacked[1]  # stacked: eager, then compiled
     check_flags(train_pretrain.build_parser(), ["--pretrain_corpus_path", "w", "--output_dir", "o", "--seeds", "0,1",
+                                                "--device_data", "True",  # as bench_seeds.py runs every member
                                                 "--stack_seeds", "True", *shlex.split(opts.stacked[1])], "pretrain", "")
     experiments = load("chargpt/recipes/reproduce.py")
     opts = experiments.build_parser().parse_args(full_cmd[2:])

@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import train_pretrain
-from chargpt.training.arguments import TrainingArguments
+from chargpt.training.arguments import TrainingArguments, check_training
 from chargpt.training.cli import run_cli
 from chargpt.training.errors import UsageError
 from chargpt.training.seeds import device_batches
@@ -443,8 +443,9 @@ def test_packed_rows_fix_the_rows_and_what_finds_no_room_is_counted_and_logged(c
     assert batches(5).rows == 5 and [m.rows for m in batches(5, stack_seeds=True).members] == [5, 5]
     for rows, message in [(0, "--packed_rows 0: give between 1 and --per_device_train_batch_size \\(12\\)"),
                           (13, "--packed_rows 13: give between 1"), (5, "not packed \\(--packing False\\)")]:
-        with pytest.raises(UsageError, match=message):
-            batches(rows, packing=rows != 5)
+        args = TrainingArguments(output_dir="x", per_device_train_batch_size=12, packed_rows=rows, packing=rows != 5)
+        with pytest.raises(UsageError, match=message):  # checked with the flags, before any batch is built
+            check_training(args, device_data=True)
     argv = ["--pretrain_corpus_path", str(wiki), "--output_dir", str(tmp_path / "out"), "--n_layer", "1",
             "--n_head", "2", "--n_embd", "16", "--device_data", "True", "--per_device_train_batch_size", "8",
             "--packed_rows", "1", "--max_steps", "2", "--checkpointing_steps", "0", "--report_to", "none",

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 import chargpt.training.loop
 from chargpt.training import TrainingArguments, UsageError, build_optimizer, load_chargpt, make_accelerator, train
+from chargpt.training.arguments import check_training
 from chargpt.training.precision import allow_tf32
 from chargpt.training.syncing import LossWindow
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM, CharTokenizer
@@ -116,14 +117,18 @@ def test_the_loss_window_keeps_a_copy_of_each_loss(tmp_path):
 
 def test_compiled_batches_need_the_device_data_path(tmp_path):
     """`--torch_compile_batches` compiles the fast path's packer; on the datasets path there is none to compile."""
+    args = TrainingArguments(output_dir=str(tmp_path), torch_compile_batches=True)
     with pytest.raises(UsageError, match="--torch_compile_batches .* needs --device_data True"):
-        _run(tmp_path, torch_compile_batches=True)
+        check_training(args, device_data=False)
+    check_training(args, device_data=True)
 
 
 def test_packed_rows_need_the_device_data_path(tmp_path):
     """`--packed_rows` fixes the fast path's rows per step; the datasets path packs as many as each batch needs."""
+    args = TrainingArguments(output_dir=str(tmp_path), packed_rows=4, per_device_train_batch_size=8)
     with pytest.raises(UsageError, match="--packed_rows sets the fast path's fixed rows: it needs --device_data True"):
-        _run(tmp_path, packed_rows=4)
+        check_training(args, device_data=False)
+    check_training(args, device_data=True)
 
 
 def test_an_unknown_compile_mode_is_a_usage_error(tmp_path):

@@ -20,7 +20,7 @@ from processes import ROOT, run_concurrently, user_env
 import evaluate_birthplace
 import train_finetune
 import train_pretrain
-from chargpt.training import run_cli
+from chargpt.training import UsageError, run_cli
 from modeling_chargpt import POSITION_EMBEDDING_TYPES
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--block_size", "64"]
@@ -253,3 +253,23 @@ def test_ctrl_c_with_the_progress_bar_ends_on_its_saved_checkpoint_line(wiki, tm
     assert "pretrain:" in stderr  # the bar was drawn
     last = stderr.rstrip().splitlines()[-1]
     assert "interrupted: saved " in last and last.endswith("continue with --resume_from_checkpoint latest"), last
+
+
+@pytest.mark.parametrize("script,flags,expected", [
+    (train_pretrain, ["--seeds", "0,1"], "--seeds needs --device_data True"),
+    (train_pretrain, ["--block_size", "4"], "--block_size 4: span corruption needs"),
+    (train_pretrain, ["--packed_rows", "2"], "--packed_rows sets the fast path's fixed rows"),
+    (train_pretrain, ["--recitation_chars", "40"], "--recitation_chars 40: a positive number of characters"),
+    (train_finetune, ["--finetune_corpus_path", "q.tsv", "--recitation_chars", "40"], "with --recite True"),
+    (train_finetune, ["--finetune_corpus_path", "q.tsv", "--learning_rate", "-1"], "--learning_rate must be"),
+])
+def test_each_scripts_flag_checks_run_in_one_place_when_its_flags_are_parsed(script, flags, expected):
+    """A script's checks travel with its parser: parsing its flags (as a driver checks a stage's --extra before the
+    hour of pretraining) refuses what the script would, with nothing read or trained."""
+    from chargpt.training.cli import check_flags, parse_args
+
+    argv = ["--pretrain_corpus_path", "wiki.txt", "--output_dir", "o", *flags]
+    with pytest.raises(UsageError, match=expected):
+        parse_args(script.build_parser(), argv, stage=script.__name__.removeprefix("train_"))
+    with pytest.raises(UsageError, match=expected):
+        check_flags(script.build_parser(), argv, script.__name__.removeprefix("train_"), script.__name__)

@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 _EXPORTS = {
-    "arguments": ["ModelArguments", "TrainingArguments", "build_model_config"],
+    "arguments": ["ModelArguments", "TrainingArguments", "build_model_config", "check_seeds", "check_training",
+                  "parse_seeds"],
     "batching": ["collate_for"],
     "checkpoints": ["find_latest_checkpoint"],
     "cli": ["parse_args", "run_cli", "run_logged"],
@@ -29,14 +30,20 @@ _EXPORTS = {
     "reporting": ["report_done", "run_card"],
     "schedule": ["TokenCosineSchedule"],
     "stage": ["train_stage"],
-    "seeds": ["SeedBatches", "SeedStack", "check_seeds", "device_batches", "members_of", "models_for", "parse_seeds",
-              "seeds_card"],
+    "seeds": ["SeedBatches", "SeedStack", "device_batches", "members_of", "models_for", "seeds_card"],
     "state": ["TrainResult"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 if TYPE_CHECKING:
-    from .arguments import ModelArguments, TrainingArguments, build_model_config
+    from .arguments import (
+        ModelArguments,
+        TrainingArguments,
+        build_model_config,
+        check_seeds,
+        check_training,
+        parse_seeds,
+    )
     from .batching import collate_for
     from .checkpoints import find_latest_checkpoint
     from .cli import parse_args, run_cli, run_logged
@@ -52,11 +59,9 @@ if TYPE_CHECKING:
     from .seeds import (
         SeedBatches,
         SeedStack,
-        check_seeds,
         device_batches,
         members_of,
         models_for,
-        parse_seeds,
         seeds_card,
     )
     from .stage import train_stage
@@ -96,6 +101,7 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "check_seeds",
+    "check_training",
     "collate_for",
     "cpu_has_fast_bf16",
     "device_batches",

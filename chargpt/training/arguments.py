@@ -217,21 +217,69 @@ class TrainingArguments:
     def __post_init__(self) -> None:
         if self.torch_compile_mode is not None or self.torch_compile_backend is not None:
             self.torch_compile = True  # as in transformers' TrainingArguments
-        if self.learning_rate is not None and not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise UsageError(f"--learning_rate must be a positive number, got {self.learning_rate}")
-        for name in ("adam_beta1", "adam_beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise UsageError(f"--{name} must be in [0, 1), got {getattr(self, name)}")
-        # AdamW's first step moves by lr / (1 - beta1), a float32 value in torch's kernel
-        if self.learning_rate is not None and self.learning_rate / (1 - self.adam_beta1) > FLOAT32_MAX:
-            raise UsageError(f"--learning_rate {self.learning_rate}: AdamW's step overflows float32; give a smaller "
-                             "rate")
-        for name in ("num_train_epochs", "per_device_train_batch_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise UsageError(f"--{name} must be at least 1, got {value}")
-        if not (math.isfinite(self.max_time_seconds) and self.max_time_seconds >= 0):
-            raise UsageError(f"--max_time_seconds must be a number of seconds, 0 or more, got {self.max_time_seconds}")
+
+
+def check_training(args: TrainingArguments, *, device_data: bool) -> None:
+    """Every check of the training flags both scripts share, as one-line UsageErrors: the optimiser's values, the
+    schedule's, and what the fast path and `--seeds` need (`device_data`: the script's --device_data)."""
+    if args.learning_rate is not None and not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
+        raise UsageError(f"--learning_rate must be a positive number, got {args.learning_rate}")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be in [0, 1), got {getattr(args, name)}")
+    # AdamW's first step moves by lr / (1 - beta1), a float32 value in torch's kernel
+    if args.learning_rate is not None and args.learning_rate / (1 - args.adam_beta1) > FLOAT32_MAX:
+        raise UsageError(f"--learning_rate {args.learning_rate}: AdamW's step overflows float32; give a smaller "
+                         "rate")
+    for name in ("num_train_epochs", "per_device_train_batch_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1, got {value}")
+    if not (math.isfinite(args.max_time_seconds) and args.max_time_seconds >= 0):
+        raise UsageError(f"--max_time_seconds must be a number of seconds, 0 or more, got {args.max_time_seconds}")
+    if args.torch_compile_batches and not device_data:
+        raise UsageError("--torch_compile_batches packs the fast path's batches: it needs --device_data True")
+    rows, size = args.packed_rows, args.per_device_train_batch_size
+    if rows is not None and not device_data:
+        raise UsageError("--packed_rows sets the fast path's fixed rows: it needs --device_data True")
+    if rows is not None and not args.packing:
+        raise UsageError(f"--packed_rows {rows}: these batches are not packed (--packing False)")
+    if rows is not None and size is not None and not 1 <= rows <= size:
+        raise UsageError(f"--packed_rows {rows}: give between 1 and --per_device_train_batch_size ({size})")
+    check_seeds(parse_seeds(args.seeds), device_data=device_data, mixed_precision=args.mixed_precision,
+                stack_seeds=args.stack_seeds)
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """`--seeds 0,1,2` as distinct ints; None when not given; anything else is a one-line UsageError."""
+    if text is None:
+        return None
+    parts = [part.strip() for part in str(text).split(",")]
+    try:
+        seeds = [int(part) for part in parts]
+    except ValueError:
+        raise UsageError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds {text!r}: each seed once (a repeated seed would train the same model twice)")
+    return seeds
+
+
+def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str,
+                stack_seeds: bool = False) -> None:
+    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), no fp16;
+    `--stack_seeds` needs `--seeds`."""
+    if seeds is None:
+        if stack_seeds:
+            raise UsageError("--stack_seeds stacks the models of --seeds: give --seeds too (e.g. --seeds 0,1,2)")
+        return
+    if not device_data:
+        raise UsageError("--seeds needs --device_data True (each member's batches are a function of its seed and "
+                         "the step)")
+    if mixed_precision == "fp16":
+        raise UsageError("--seeds does not run with --mixed_precision fp16 (one loss scaler would skip a step for "
+                         "every member when one overflows); use no or bf16")
+
+
 
 
 def build_model_config(model_args: ModelArguments, vocab_size: int, **fields: Any) -> CharGPTConfig:

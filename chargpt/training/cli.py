@@ -110,11 +110,15 @@ def _checked_file_values(parser: HfArgumentParser, path: Path, values: dict[str,
 
 def parse_args(parser: HfArgumentParser, argv: Sequence[str] | None = None, stage: str | None = None) -> tuple:
     """The parser's dataclasses from what the user gave; with a `stage`, what they left unset comes from that stage's
-    defaults and `--preset` (`chargpt.training.presets.resolve`)."""
+    defaults and `--preset` (`chargpt.training.presets.resolve`). A script's flag checks travel with its parser
+    (`parser.check`, called with the dataclasses), so a driver checking a stage's flags runs them too."""
     given = given_args(parser, argv)
     parsed = parser.parse_dict(given if stage is None else
                                resolve(stage, given, parser.get_default("position_embedding_type")))
     _outputs_apart(parsed)
+    check = getattr(parser, "check", None)
+    if check is not None:
+        check(*parsed)
     return parsed
 
 

@@ -190,10 +190,6 @@ def _prepare(
         if args.torch_compile_batches:
             source.compile_packing(args.torch_compile_backend)
         return model, optimizer, source
-    if args.torch_compile_batches:
-        raise UsageError("--torch_compile_batches packs the fast path's batches: it needs --device_data True")
-    if args.packed_rows is not None:
-        raise UsageError("--packed_rows sets the fast path's fixed rows: it needs --device_data True")
     loader = DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
                         collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)

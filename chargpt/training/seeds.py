@@ -38,7 +38,6 @@ from transformers.utils import ModelOutput
 from data_scripts import DeviceBatches, EncodedExamples
 
 from .arguments import TrainingArguments
-from .errors import UsageError
 
 
 def dropout_seed(seed: int, step: int, process_index: int = 0) -> int:
@@ -47,41 +46,11 @@ def dropout_seed(seed: int, step: int, process_index: int = 0) -> int:
     return (seed * 1_000_003 + step) * 256 + process_index
 
 
-def parse_seeds(text: str | None) -> list[int] | None:
-    """`--seeds 0,1,2` as distinct ints; None when not given; anything else is a one-line UsageError."""
-    if text is None:
-        return None
-    parts = [part.strip() for part in str(text).split(",")]
-    try:
-        seeds = [int(part) for part in parts]
-    except ValueError:
-        raise UsageError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
-    if len(set(seeds)) != len(seeds):
-        raise UsageError(f"--seeds {text!r}: each seed once (a repeated seed would train the same model twice)")
-    return seeds
-
-
 def seeds_card(seeds: list[int] | None, stack_seeds: bool) -> dict[str, str]:
     """The model card's record of how a `--seeds` member was trained (nothing for a plain run)."""
     if seeds is None:
         return {}
     return {"trained_with_seeds": ",".join(map(str, seeds)) + (" (stacked)" if stack_seeds else "")}
-
-
-def check_seeds(seeds: list[int] | None, *, device_data: bool, mixed_precision: str,
-                stack_seeds: bool = False) -> None:
-    """What `--seeds` needs, as one-line UsageErrors: batches that are a function of (seed, step), no fp16;
-    `--stack_seeds` needs `--seeds`."""
-    if seeds is None:
-        if stack_seeds:
-            raise UsageError("--stack_seeds stacks the models of --seeds: give --seeds too (e.g. --seeds 0,1,2)")
-        return
-    if not device_data:
-        raise UsageError("--seeds needs --device_data True (each member's batches are a function of its seed and "
-                         "the step)")
-    if mixed_precision == "fp16":
-        raise UsageError("--seeds does not run with --mixed_precision fp16 (one loss scaler would skip a step for "
-                         "every member when one overflows); use no or bf16")
 
 
 def models_for(make_model: Callable[[int | None], nn.Module], seeds: list[int] | None) -> nn.Module:
@@ -193,11 +162,7 @@ def device_batches(examples: EncodedExamples, args: TrainingArguments,
     The fixed rows per step are --packed_rows, or estimated. On a CPU an eager step computes only the rows that hold a
     target (`trim_rows`); a GPU, a compiled step and stacked members keep the fixed rows (no host read, static
     shapes)."""
-    rows, size = args.packed_rows, args.per_device_train_batch_size
-    if rows is not None and not args.packing:
-        raise UsageError(f"--packed_rows {rows}: these batches are not packed (--packing False)")
-    if rows is not None and not 1 <= rows <= size:
-        raise UsageError(f"--packed_rows {rows}: give between 1 and --per_device_train_batch_size ({size})")
+    rows, size = args.packed_rows, args.per_device_train_batch_size  # checked with the flags (check_training)
     trim = examples.device.type == "cpu" and not args.torch_compile and not args.stack_seeds
     batches = [DeviceBatches(examples, size, seed=seed, shuffle=args.shuffle, packing=args.packing, rows=rows,
                              trim=trim) for seed in seeds or [args.seed]]
