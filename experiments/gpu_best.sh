@@ -14,7 +14,7 @@
 # 32, its 100 with learned positions 14,200. Rope is the default: the learned seeds are measured on CPUs
 # (results/best_cpu.json), rope's three have no GPU figure yet.
 #   bash experiments/gpu_session.sh prepare     # here, once: the data and wheels in .gpu/
-#   run(command="bash experiments/gpu_best.sh", carry=[".gpu"], timeout_s=600)
+#   bash experiments/gpu_best.sh                 # on the GPU machine, with .gpu/ beside it, in at most 10 minutes
 # -> pretrained-seedS.tar (each seed), gpu_best_outputs.tar.gz (logs, selection.json, predictions, abstention; no
 #    model), session.log
 set -uo pipefail

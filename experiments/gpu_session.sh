@@ -3,10 +3,10 @@
 # time allows; everything worth keeping goes to $OUT (at most 8 files, each named below).
 #
 #   bash experiments/gpu_session.sh prepare     # here, once, in the repository root of the checkout that travels
-#   run(command="bash experiments/gpu_session.sh", carry=[".gpu"], timeout_s=600)     # the device call
+#   bash experiments/gpu_session.sh              # on the GPU machine, with .gpu/ beside it, in at most 10 minutes
 #   bash experiments/gpu_session.sh commands [bench_reproduce]   # the Python commands it would run (the tests parse them)
-#   run(command="bash experiments/gpu_session.sh reproduce", carry=[".gpu"], timeout_s=600)   # a second call: below
-#   run(command="bash experiments/gpu_session.sh recite_lm", carry=[".gpu"], timeout_s=600)   # another: below
+#   bash experiments/gpu_session.sh reproduce    # a second GPU run: below
+#   bash experiments/gpu_session.sh recite_lm    # another: below
 #
 # `prepare` copies the data (DATA_SRC, default ../shared/data, which does not travel) and downloads the wheels the
 # device machine lacks (WHEELS: datasets, evaluate and their needs dill and multiprocess, the versions tested here)
@@ -412,7 +412,7 @@ case "${1:-run}" in
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .gpu/whl "${WHEELS[@]}"
     ls -l .gpu/data .gpu/whl
-    echo 'ready: run(command="bash experiments/gpu_session.sh MODE", carry=[".gpu"], timeout_s=600); MODE: run, or'
+    echo 'ready: on the GPU machine, with .gpu/ beside it: bash experiments/gpu_session.sh MODE; MODE: run, or'
     echo 'bench_reproduce where the loan holds one call, then reproduce and recite_lm (bench_gpu.json in .gpu/)' ;;
   run)
     mkdir -p "$OUT" "$WORK"
