@@ -273,3 +273,15 @@ def test_each_scripts_flag_checks_run_in_one_place_when_its_flags_are_parsed(scr
         parse_args(script.build_parser(), argv, stage=script.__name__.removeprefix("train_"))
     with pytest.raises(UsageError, match=expected):
         check_flags(script.build_parser(), argv, script.__name__.removeprefix("train_"), script.__name__)
+
+
+def test_help_offers_every_registered_encoding_and_objective(capsys):
+    """The choices a user reads in --help come from the registries, so an entry added there is offered at once."""
+    from data_scripts.objectives import OBJECTIVES
+    from modeling_chargpt.positions import POSITION_ENCODINGS
+
+    with pytest.raises(SystemExit):
+        train_pretrain.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(f"'{name}': {objective.help}" in text for name, objective in OBJECTIVES.items())
+    assert "{" + ",".join(POSITION_ENCODINGS) + "}" in text.replace(", ", ",")
