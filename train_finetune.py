@@ -28,7 +28,6 @@ from chargpt.training import (
     TrainingArguments,
     UsageError,
     build_model_config,
-    check_chargpt_folder,
     check_training,
     collate_for,
     device_batches,
@@ -137,17 +136,13 @@ def load_members(data_args: FinetuneDataArguments, model_args: ModelArguments, c
     return models_for(make_model, seeds), tokenizers[0]
 
 
-def answer_fields(data_args: FinetuneDataArguments, choices: dict[str, bool | int],
-                  start: str | None) -> tuple[dict[str, Any], int | None]:
+def answer_fields(data_args: FinetuneDataArguments, choices: dict[str, bool | int]) -> dict[str, Any]:
     """The config values the finetuned model is made with, so that evaluate_birthplace.py and the birthplace-qa
-    pipeline answer as it was trained to (its format, the preset's evaluation choices where it has them), and where
-    its recitation rows are cut: the flag's, else the one the pretrained model at `start` recited to."""
-    chars = None
-    if data_args.recite:
-        chars = data_args.recitation_chars or (check_chargpt_folder(start)[0].recitation_chars if start else None)
+    pipeline answer as it was trained to (its format, the preset's evaluation choices where it has them), and
+    `--recitation_chars` where given (else a pretrained model keeps the length it recited to)."""
     answering = AnsweringSettings("recite" if data_args.recite else "direct", **choices)
     fields = {"answer_format": answering.answer_format, "answering": answering.to_config()}
-    return {**fields, **({"recitation_chars": chars} if chars else {})}, chars
+    return {**fields, **({"recitation_chars": data_args.recitation_chars} if data_args.recitation_chars else {})}
 
 
 def answering_choices(data_args: FinetuneDataArguments, decoding, preset: str) -> dict[str, bool | int]:
@@ -201,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text, docs = load_pretrain_corpus(data_args.pretrain_corpus_path)
     initialised_from = given or "scratch"
     paths = member_paths(data_args.model_name_or_path, seeds)
-    fields, chars = answer_fields(data_args, choices, paths[0])
+    fields = answer_fields(data_args, choices)
     model, tokenizer = load_members(data_args, model_args, CharTokenizer.from_corpus(text), seeds, paths, fields)
     if paths[0] != data_args.model_name_or_path:
         initialised_from = f"{data_args.model_name_or_path}/seed-S"
@@ -211,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     qa = load_qa_tsv(data_args.finetune_corpus_path, block_size=block)
     deviations = {}
     if data_args.recite:
+        chars = config.recitation_chars  # the flag's, or the length the pretrained model recited to
         prompts = recitation_dataset(qa, docs["text"], tokenizer, block, source=data_args.finetune_corpus_path,
                                      limit=chars)
         deviations["answer_format"] = "recite"
