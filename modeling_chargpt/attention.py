@@ -9,7 +9,7 @@ with the same dropout distribution); they differ in speed, and in which random n
   fast path (with dropout it falls back to an unfused math kernel; its bf16 backward does not use the AMX matmul
   units). There it runs `attention_with_dropout`, batched matmuls with chargpt's 16-bit dropout masks: about 2.5x
   less attention time with dropout in fp32, and ~1.9x faster bf16 training steps on an AMX CPU
-  (experiments/benchmarks/bench_bf16.py). It is the default because it is, bit for bit, what chargpt ran before kernels
+  (results/performance_cpu.json). It is the default because it is, bit for bit, what chargpt ran before kernels
   became selectable, on every device: the runs and results of this project were made with it.
 - "sdpa": transformers' `torch.nn.functional.scaled_dot_product_attention` throughout, dropout inside SDPA.
 - "eager": the reference minGPT op by op (q k^T / sqrt(d), -inf where masked, softmax, dropout, times v), for

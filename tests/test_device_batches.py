@@ -4,14 +4,10 @@ batches that are a pure function of (seed, step)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import logging
 import math
-import platform
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -513,37 +509,6 @@ def test_estimated_rows_hold_the_sampled_batches(corpus):
     assert batches.dropped() == 0
     with pytest.raises(ValueError, match="rows must be between 1 and batch_size=16"):
         DeviceBatches(batches.examples, 16, rows=17)
-
-
-def test_bench_data_reports_both_paths(corpus, tmp_path, capsys):
-    """experiments/benchmarks/bench_data.py on the tiny corpus: a JSON with both paths and layouts; bad input is one
-    line."""
-    bench = Path(__file__).parents[1] / "experiments" / "benchmarks" / "bench_data.py"
-    spec = importlib.util.spec_from_file_location("bench_data", bench)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    (data_dir / "wiki.txt").write_text("\n".join(corpus[0]["text"]), encoding="utf-8")
-    out = tmp_path / "bench.json"
-    argv = ["--data_dir", str(data_dir), "--seconds", "0.05", "--batch_size", "4", "--block_size", str(BLOCK),
-            "--threads", "1", "--device", "cpu", "--json", str(out)]
-    assert bench.main(argv) == 0  # it sets torch's threads for the whole process: conftest puts them back
-    result = json.loads(out.read_text())
-    assert [(r["layout"], r["path"]) for r in result["rows"]] == [
-        ("padded", "datasets"), ("padded", "on-device"), ("packed", "datasets"), ("packed", "on-device")]
-    assert all(r["examples_per_s"] > 0 and r["batches_timed"] >= 3 for r in result["rows"])
-    assert 1 <= result["packed_rows"] <= 4
-    capsys.readouterr()
-    assert run_cli(bench.main, ["--data_dir", str(tmp_path / "nowhere")]) == 1
-    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"
-    # the CPU a timing names: its family, model and matrix units, read from the first processor's lines
-    first = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
-    zen5 = first + "flags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\nmodel name\t: other\n"
-    assert bench.cpu_name(zen5) == "AMD EPYC (family 26 model 2; AVX-512 with avx512_bf16, no AMX)"
-    assert bench.cpu_name(first + "flags\t\t: avx2 avx512f amx_tile\n").endswith("model 2; AMX)")
-    assert bench.cpu_name(first + "flags\t\t: avx2\n").endswith("(family 26 model 2; AVX2, no AVX-512)")
-    assert bench.cpu_name("") == (platform.processor() or platform.machine())  # no /proc/cpuinfo: what Python says
 
 
 def test_finetuning_batches_are_the_dataloader_batches(corpus):

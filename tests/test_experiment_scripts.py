@@ -169,7 +169,7 @@ def test_collect_results_reports_bad_result_files_in_one_line(tmp_path):
         assert message in proc.stderr
 
 
-@pytest.mark.parametrize("bench", ["bench_train", "bench_step_profile", "bench_eval", "bench_compile"])
+@pytest.mark.parametrize("bench", ["bench_train", "bench_eval"])
 def test_benchmarks_report_a_missing_data_dir_in_one_line(bench, tmp_path, capsys):
     assert run_script(f"experiments/benchmarks/{bench}.py", ["--data_dir", str(tmp_path / "nowhere")]) == 1
     missing = tmp_path / "nowhere" / "wiki.txt"

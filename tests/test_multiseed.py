@@ -231,42 +231,6 @@ def test_snapshots_go_to_each_members_folder_and_the_logs_name_each_seed(wiki, t
     assert last["train/loss"] == pytest.approx((last["train/loss_seed_0"] + last["train/loss_seed_2"]) / 2)
 
 
-def test_bench_seeds_times_both_ways_and_checks_the_members(wiki, tmp_path, monkeypatch, capsys, one_thread):
-    monkeypatch.syspath_prepend(str(ROOT / "experiments" / "benchmarks"))
-    bench = importlib.import_module("bench_seeds")
-    out = tmp_path / "bench.json"
-    monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(wiki.parent), "--steps", "2", "--json",
-                                      str(out), "--flags", " ".join([*TINY, "--per_device_train_batch_size", "8"]),
-                                      "--concurrent", "--threads", "1", "--stacked", "", "--stacked",
-                                      "--torch_compile_mode nonsense", "--stacked", "--dropout 0"])
-    bench.main()
-    records = json.loads(out.read_text())["records"]  # run records (experiments/records.py), one per run
-    way = {}
-    for record in records:
-        way.setdefault(record["facts"]["way"], []).append(record)
-    assert [r["seeds"] for r in way["separate"]] == [[0], [1]]
-    (together,) = way["together"]
-    assert together["facts"]["max_weight_difference"] == 0.0 and together["seconds"]["wall"] > 0
-    # --concurrent: the same runs as separate processes at once, each the model its in-process run trained
-    (concurrent,) = way["concurrent"]
-    assert concurrent["facts"]["max_weight_difference"] == 0.0 and len(concurrent["facts"]["train_seconds"]) == 2
-    # --stacked: the members as one stacked model: with dropout their separate runs in distribution only; without
-    # dropout (the separate runs had it) further still
-    stacked = way["stacked"]
-    assert [run["facts"]["extra"] for run in stacked] == ["", "--torch_compile_mode nonsense", "--dropout 0"]
-    assert all(run["facts"]["max_weight_difference"] > 0 and run["seconds"]["wall"] > 0 for run in stacked[::2])
-    # a stacked run that fails is recorded with its reason, and the next one still runs
-    assert not stacked[1]["seconds"] and "failed" in stacked[1]["facts"]["error"]
-    load_script = importlib.import_module("test_readme_commands").load
-    assert load_script("experiments/records.py").check(records, out) == records
-    printed = capsys.readouterr().out
-    assert "members' largest weight difference from their separate runs: 0\n" in printed
-    assert "stacked --torch_compile_mode nonsense failed: " in printed
-    monkeypatch.setattr(sys, "argv", ["bench_seeds.py", "--data_dir", str(tmp_path / "nowhere")])
-    with pytest.raises(SystemExit, match=f"error: {tmp_path / 'nowhere' / 'wiki.txt'}: file not found"):
-        bench.main()
-
-
 def test_run_experiments_trains_a_variants_seeds_in_one_process_on_a_gpu_only(tmp_path, monkeypatch, capsys):
     experiments = importlib.import_module("chargpt.recipes.reproduce")
     calls = []

@@ -12,11 +12,9 @@ familiarity each tell the two apart (AUROC known vs unknown: 0.5 is a coin, 1.0 
 
 from __future__ import annotations
 
-import platform
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 __all__ = ["auroc", "known_unknown_summary"]
@@ -114,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from chargpt.training import check_chargpt_folder, load_chargpt
     from chargpt.training.cli import command_line
     from chargpt.training.files import atomic_write_json
+    from chargpt.training.hardware import hardware
     from chargpt.training.outputs import check_not_input
     from data_scripts import load_qa_tsv
 
@@ -140,25 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         atomic_write_json(args.results_path, {
             "label": args.label, "model": args.model_name_or_path, "known_questions": args.known,
             "unknown_questions": args.unknown, "command": command_line("-m chargpt.evaluation.known_unknown", argv),
-            "hardware": _hardware(), "seconds": round(time.time() - start, 1),
+            "hardware": hardware(), "seconds": round(time.time() - start, 1),
             "saved_setting": {"abstain_below": (model.config.answering or {}).get("abstain_below")}, **summary})
     return 0
-
-
-def _hardware() -> str:
-    """The CPU's name and the threads torch used, for the record."""
-    import torch
-
-    name = platform.machine()  # platform.processor() would start a process (uname -p)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name}, {torch.get_num_threads()} threads, torch {torch.__version__}" + (
-        f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "")
 
 
 def cli() -> int:

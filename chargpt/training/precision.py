@@ -46,7 +46,7 @@ def cpu_has_amx() -> bool:
 
 def cpu_has_fast_bf16() -> bool:
     """True where bf16 training beats fp32 on this CPU: AMX bf16 tiles (matmuls ~10x faster,
-    experiments/benchmarks/bench_bf16.py), or avx512_bf16 whose matmuls measure FAST_BF16_MATMUL_SPEEDUP faster than
+    results/performance_cpu.json), or avx512_bf16 whose matmuls measure FAST_BF16_MATMUL_SPEEDUP faster than
     fp32."""
     if cpu_has_amx():
         return True

@@ -19,7 +19,7 @@ or on a GPU, kernels that accumulate in a varying order (the learned position em
 on a GPU) make even two separate runs of one seed differ in the last bits. The members run one after
 the other inside a step, so neither the models' arithmetic nor their kernel launches are shared; what is: the
 start-up and the loop's per-step work (one optimizer step over every member's tensors, one loss read-back for all).
-experiments/benchmarks/bench_seeds.py measures what that saves. fp16 is refused: its one loss scaler would skip a step
+results/bench_seeds_cpu.json measures what that saves. fp16 is refused: its one loss scaler would skip a step
 for every member when one overflows. `--torch_compile` compiles each member on its own (the loop's `compile_model`), so
 the reseeding between members stays outside the compiled graphs.
 """

@@ -41,13 +41,13 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
 
 import train_pretrain
 from chargpt.training import loop
 from chargpt.training.batching import WatchedBatches
 from chargpt.training.cli import UsageError, check_flags, parse_args, run_cli
 from chargpt.training.files import atomic_write_json
+from chargpt.training.hardware import cpu_name
 from chargpt.training.syncing import LossWindow
 from data_scripts import load_pretrain_corpus
 from modeling_chargpt import IGNORE_INDEX

@@ -35,13 +35,13 @@ from unittest import mock
 
 import torch
 from accelerate import Accelerator
-from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 import train_pretrain
 from chargpt.training import atomic_write_json, loop, stacking
 from chargpt.training.cli import command_line
+from chargpt.training.hardware import cpu_name
 from data_scripts import DeviceBatches
 from data_scripts import device_batches as device_batches_module
 from modeling_chargpt import CharGPTConfig, CharGPTForCausalLM

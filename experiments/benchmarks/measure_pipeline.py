@@ -23,10 +23,10 @@ from datetime import date
 from pathlib import Path
 
 import torch
-from bench_data import cpu_name  # its sibling: a script's own folder is on sys.path when it runs
 
 from chargpt.training import UsageError, atomic_write_json, check_chargpt_folder, run_cli
 from chargpt.training.cli import command_line
+from chargpt.training.hardware import cpu_name
 from data_scripts import load_qa_tsv, read_text_file
 
 WHAT = "dev answered through pipeline(model=FOLDER, trust_remote_code=True), the model's saved format and threshold"
