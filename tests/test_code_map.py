@@ -65,3 +65,17 @@ def test_the_training_loop_reads_in_one_screen():
     tree = ast.parse((ROOT / "chargpt" / "training" / "loop.py").read_text(encoding="utf-8"))
     train = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "train")
     assert train.end_lineno - train.lineno + 1 <= 80
+
+
+def test_the_loop_knows_the_speed_paths_only_as_a_batch_source():
+    """On-device batches, several seeds in one process and their stacked model sit behind the `BatchSource` the
+    loop trains from (chargpt/training/fast_path.py): loop.py imports none of them and names none of their classes or
+    flags."""
+    source = (ROOT / "chargpt" / "training" / "loop.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"fast_path", "stacking", "data_scripts", "data_scripts.device_batches"}
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    names |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not names & {"DeviceBatches", "SeedBatches", "SeedStack", "SeedEnsemble", "OnDeviceBatches", "stack_seeds",
+                        "device_data", "compiled_steps"}

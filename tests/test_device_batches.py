@@ -17,7 +17,7 @@ import train_pretrain
 from chargpt.training.arguments import TrainingArguments, check_training
 from chargpt.training.cli import run_cli
 from chargpt.training.errors import UsageError
-from chargpt.training.seeds import device_batches
+from chargpt.training.fast_path import device_batches
 from data_scripts import (
     OBJECTIVES,
     InterleavedDataset,
@@ -417,7 +417,7 @@ def test_the_training_loop_trims_rows_on_a_cpu_for_an_eager_unstacked_step_only(
 
     def trims(**flags) -> list[bool]:
         args = TrainingArguments(output_dir="x", per_device_train_batch_size=12, **flags)
-        batches = device_batches(examples, args, [0, 1] if flags.get("stack_seeds") else None)
+        batches = device_batches(examples, args, [0, 1] if flags.get("stack_seeds") else None).source
         return [member.trim for member in getattr(batches, "members", [batches])]
 
     assert trims() == [True]
@@ -434,7 +434,7 @@ def test_packed_rows_fix_the_rows_and_what_finds_no_room_is_counted_and_logged(c
 
     def batches(rows: int, **flags):
         args = TrainingArguments(output_dir="x", per_device_train_batch_size=12, packed_rows=rows, **flags)
-        return device_batches(examples, args, [0, 1] if flags.get("stack_seeds") else None)
+        return device_batches(examples, args, [0, 1] if flags.get("stack_seeds") else None).source
 
     assert batches(5).rows == 5 and [m.rows for m in batches(5, stack_seeds=True).members] == [5, 5]
     for rows, message in [(0, "--packed_rows 0: give between 1 and --per_device_train_batch_size \\(12\\)"),

@@ -30,7 +30,8 @@ _EXPORTS = {
     "reporting": ["report_done", "run_card"],
     "schedule": ["TokenCosineSchedule"],
     "stage": ["train_stage"],
-    "seeds": ["SeedBatches", "SeedStack", "device_batches", "members_of", "models_for", "seeds_card"],
+    "fast_path": ["device_batches"],
+    "seeds": ["SeedBatches", "SeedStack", "members_of", "models_for", "seeds_card"],
     "state": ["TrainResult"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from .checkpoints import find_latest_checkpoint
     from .cli import parse_args, run_cli, run_logged
     from .errors import TrainingDivergedError, UsageError
+    from .fast_path import device_batches
     from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, replace_folder
     from .hub import add_eval_result, note_answering, push_if_asked, push_run
     from .loop import build_optimizer, make_accelerator, train
@@ -56,14 +58,7 @@ if TYPE_CHECKING:
     from .pretrained import check_chargpt_folder, load_chargpt, resolve_model_path
     from .reporting import report_done, run_card
     from .schedule import TokenCosineSchedule
-    from .seeds import (
-        SeedBatches,
-        SeedStack,
-        device_batches,
-        members_of,
-        models_for,
-        seeds_card,
-    )
+    from .seeds import SeedBatches, SeedStack, members_of, models_for, seeds_card
     from .stage import train_stage
     from .state import TrainResult
 

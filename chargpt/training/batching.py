@@ -1,16 +1,27 @@
-"""How examples become batches: the `--packing` choice, the example count the schedule needs, and a DataLoader as a
-batch source with the on-device batches' interface (`epoch`, `len`, `dropped`), so the loop treats both alike."""
+"""How examples become batches, and what the loop trains from.
+
+A batch source is all the loop knows of where batches come from and what that asks of the model (`BatchSource`).
+`LoaderBatches` is the reference's: a DataLoader over a dataset, prepared by Accelerate. The fast path's batches
+built on the device, several seeds in one process and their stacked model are another source
+(chargpt/training/fast_path.py), which the loop never names. Also here: the `--packing` choice and the example count
+the schedule needs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Protocol
 
 from accelerate import Accelerator
-from torch.utils.data import DataLoader
+from torch import nn
+from torch.optim import Optimizer
+from torch.utils.data import DataLoader, Dataset
 from transformers import PreTrainedTokenizer
 
 from data_scripts import PackedCollator, pad_collate
+
+from .arguments import TrainingArguments
 
 
 def collate_for(packing: bool, block_size: int, tokenizer: PreTrainedTokenizer) -> Callable[[list], dict]:
@@ -33,13 +44,52 @@ class CountingCollate:
         return {**self.collate_fn(examples), "num_examples": len(examples)}
 
 
-class LoaderBatches:
-    """A prepared DataLoader read epoch by epoch: `on_epoch_start(epoch)` re-draws the span corruption, and a resumed
-    epoch skips the batches already trained on."""
+class BatchSource(Protocol):
+    """What the loop trains from: it sets up the model and optimizer it trains (`setup`), compiles the steps
+    (`compile`), clips the gradients (`clipper`), and yields each epoch's batches, each with its `num_examples`."""
 
-    def __init__(self, accelerator: Accelerator, loader: DataLoader,
+    seeds: list[int] | None  # the seeds trained together (`--seeds`), in order; None for one model
+    stacked: bool  # whether their parameters are stacked (`--stack_seeds`): the checkpoints say so
+
+    def setup(self, accelerator: Accelerator, model: nn.Module, make_optimizer: Callable[[nn.Module], Optimizer],
+              args: TrainingArguments) -> tuple[nn.Module, Optimizer]: ...
+
+    def compile(self, model: nn.Module, compile: Callable[[nn.Module], nn.Module]) -> nn.Module: ...
+
+    def clipper(self, accelerator: Accelerator, model: nn.Module, max_norm: float) -> Callable[[], None]: ...
+
+    def __len__(self) -> int: ...
+
+    def epoch(self, epoch: int, skip: int = 0) -> Iterable[dict]: ...
+
+    def dropped(self) -> int: ...
+
+
+class LoaderBatches:
+    """The reference's batch source: a DataLoader over `dataset`, prepared by Accelerate with the model and
+    optimizer, read epoch by epoch; `on_epoch_start(epoch)` re-draws the span corruption, and a resumed epoch skips
+    the batches already trained on."""
+
+    seeds, stacked = None, False
+
+    def __init__(self, dataset: Dataset, collate_fn: Callable,
                  on_epoch_start: Callable[[int], None] | None = None) -> None:
-        self.accelerator, self.loader, self.on_epoch_start = accelerator, loader, on_epoch_start
+        self.dataset, self.collate_fn, self.on_epoch_start = dataset, collate_fn, on_epoch_start
+
+    def setup(self, accelerator: Accelerator, model: nn.Module, make_optimizer: Callable[[nn.Module], Optimizer],
+              args: TrainingArguments) -> tuple[nn.Module, Optimizer]:
+        loader = DataLoader(self.dataset, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
+                            collate_fn=CountingCollate(self.collate_fn), num_workers=args.dataloader_num_workers)
+        model, optimizer, self.loader = accelerator.prepare(model, make_optimizer(model), loader)
+        self.accelerator = accelerator
+        return model, optimizer
+
+    def compile(self, model: nn.Module, compile: Callable[[nn.Module], nn.Module]) -> nn.Module:
+        return compile(model)
+
+    def clipper(self, accelerator: Accelerator, model: nn.Module, max_norm: float) -> Callable[[], None]:
+        parameters = list(model.parameters())
+        return lambda: accelerator.clip_grad_norm_(parameters, max_norm)
 
     def __len__(self) -> int:
         return len(self.loader)

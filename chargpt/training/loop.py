@@ -16,23 +16,19 @@ from functools import partial
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration, ProjectConfiguration, set_seed
-from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizer
 from transformers.utils import logging
 
-from data_scripts import DeviceBatches
-
 from .arguments import OPTIMIZERS, TrainingArguments
-from .batching import CountingCollate, LoaderBatches
+from .batching import BatchSource, LoaderBatches
 from .checkpoints import load_checkpoint, resolve_checkpoint, run_identity, save_checkpoint
 from .errors import UsageError
 from .export import save_final, save_snapshot
 from .outputs import check_output_dir
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
-from .seeds import ON_DEVICE, SeedBatches, dropout_seed
-from .stacking import SeedEnsemble
+from .seeds import dropout_seed
 from .state import Loss, TrainResult, TrainState
 from .stopping import StopRequest
 from .syncing import LossWindow, resolve_sync_steps
@@ -85,16 +81,17 @@ def build_optimizer(
     return torch.optim.AdamW(groups, lr=lr, betas=(args.adam_beta1, args.adam_beta2), **implementation)
 
 
-def compile_model(model: torch.nn.Module, args: TrainingArguments) -> torch.nn.Module:
+def compile_model(model: torch.nn.Module, args: TrainingArguments, batches: BatchSource) -> torch.nn.Module:
     """`--torch_compile`: the model the steps call, compiled with `--torch_compile_mode` and `--torch_compile_backend`
-    (or `model` itself without the flag). The compiled wrapper shares `model`'s parameters; everything that saves
-    keeps using `model`, so no `_orig_mod.` prefix reaches a checkpoint or the saved weights."""
+    as its batch source compiles it (or `model` itself without the flag). The compiled wrapper shares `model`'s
+    parameters; everything that saves keeps using `model`, so no `_orig_mod.` prefix reaches a checkpoint or the saved
+    weights."""
     if not args.torch_compile:
         return model
     backend = args.torch_compile_backend or "inductor"
     compile = partial(torch.compile, mode=args.torch_compile_mode, backend=backend)
-    try:  # `--seeds` models compile their own way (chargpt/training/seeds.py, chargpt/training/stacking.py)
-        compiled = model.compiled_steps(compile) if hasattr(model, "compiled_steps") else compile(model)
+    try:
+        compiled = batches.compile(model, compile)
     except RuntimeError as err:  # an unknown mode or backend; torch's message lists the valid ones
         raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} --torch_compile_backend {backend}: "
                          f"{err}") from None
@@ -107,7 +104,7 @@ def train(
     accelerator: Accelerator,
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizer,
-    train_dataset: torch.utils.data.Dataset | DeviceBatches | SeedBatches,
+    train_dataset: torch.utils.data.Dataset | BatchSource,
     collate_fn: Callable | None,
     args: TrainingArguments,
     *,
@@ -121,19 +118,19 @@ def train(
 
     `tokens_per_example` is what the reference schedule counts per example (the length of its y, PAD included), so
     packing changes the compute but not the schedule. `on_epoch_start(epoch)` lets span corruption re-draw each
-    epoch. `train_dataset` may be a `DeviceBatches` (`--device_data True`: batches built on the device from the step
-    alone) or a `SeedBatches` (`--seeds`: chargpt/training/seeds.py, stacked with `--stack_seeds`).
+    epoch. `train_dataset` is a dataset (read through a DataLoader) or any other batch source
+    (chargpt/training/batching.py): the fast path's is chargpt/training/fast_path.py.
     Losses are read back every `--sync_steps` steps and before every save; the NaN check, logs and Ctrl-C act there.
     """
     start = time.perf_counter()  # the run's wall time counts setting it up too
-    if args.stack_seeds:  # `--seeds` members as one stacked model (chargpt/training/stacking.py)
-        model = SeedEnsemble(model)
-    optimizer = build_optimizer(model, args, args.learning_rate, accelerator.device)
+    if not hasattr(train_dataset, "setup"):
+        train_dataset = LoaderBatches(train_dataset, collate_fn, on_epoch_start)
+    model, optimizer, batches = _prepare(accelerator, model, args, train_dataset)
     schedule = TokenCosineSchedule(optimizer, args.learning_rate, args.warmup_tokens, final_tokens
                                    if args.final_tokens is None else args.final_tokens, decay=args.lr_decay)
-    model, optimizer, batches = _prepare(accelerator, model, optimizer, train_dataset, collate_fn, args, on_epoch_start)
-    step_model, clip = compile_model(model, args), _clipper(accelerator, model, args.max_grad_norm)
-    run = _Run(accelerator, model, tokenizer, args, schedule, len(batches), run_name, card, start)
+    step_model = compile_model(model, args, batches)
+    clip = batches.clipper(accelerator, model, args.max_grad_norm) if args.max_grad_norm > 0 else lambda: None
+    run = _Run(accelerator, model, tokenizer, args, schedule, batches, run_name, card, start)
     state = run.state
     model.train()
     stop, interrupted = StopRequest().install(), False
@@ -175,25 +172,12 @@ def train(
     return run.finish(batches, interrupted)
 
 
-def _prepare(
-    accelerator: Accelerator, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-    source: torch.utils.data.Dataset | DeviceBatches | SeedBatches, collate_fn: Callable | None,
-    args: TrainingArguments, on_epoch_start: Callable[[int], None] | None,
-) -> tuple[torch.nn.Module, torch.optim.Optimizer, LoaderBatches | DeviceBatches | SeedBatches]:
-    """The model, optimizer and batch source, prepared by Accelerate: a DataLoader over a dataset, or the fast path's
-    on-device batches as they are (one process only; packing compiled with --torch_compile_batches)."""
-    if isinstance(source, ON_DEVICE):
-        if accelerator.num_processes > 1:
-            flag = "--seeds" if isinstance(source, SeedBatches) else "--device_data True"
-            raise UsageError(f"{flag} runs in one process; launch without --num_processes")
-        model, optimizer = accelerator.prepare(model, optimizer)
-        if args.torch_compile_batches:
-            source.compile_packing(args.torch_compile_backend)
-        return model, optimizer, source
-    loader = DataLoader(source, batch_size=args.per_device_train_batch_size, shuffle=args.shuffle,
-                        collate_fn=CountingCollate(collate_fn), num_workers=args.dataloader_num_workers)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    return model, optimizer, LoaderBatches(accelerator, loader, on_epoch_start)
+def _prepare(accelerator: Accelerator, model: torch.nn.Module, args: TrainingArguments,
+             batches: BatchSource) -> tuple[torch.nn.Module, torch.optim.Optimizer, BatchSource]:
+    """The model and the reference AdamW, set up by the batch source (prepared by Accelerate), and the source."""
+    model, optimizer = batches.setup(accelerator, model, partial(build_optimizer, args=args, lr=args.learning_rate,
+                                                                 device=accelerator.device), args)
+    return model, optimizer, batches
 
 
 class _Run:
@@ -201,14 +185,14 @@ class _Run:
     on the device, checkpoints, and the end (the last checkpoint and the saved model)."""
 
     def __init__(self, accelerator: Accelerator, model: torch.nn.Module, tokenizer: PreTrainedTokenizer,
-                 args: TrainingArguments, schedule: TokenCosineSchedule, steps_per_epoch: int,
+                 args: TrainingArguments, schedule: TokenCosineSchedule, batches: BatchSource,
                  run_name: str, card: dict | None, start: float) -> None:
         self.start = start
         self.accelerator, self.model, self.tokenizer, self.args = accelerator, model, tokenizer, args
         self.card = dict(card or {})
-        seeds = getattr(accelerator.unwrap_model(model), "seeds", None)  # a SeedStack's (`--seeds`), in order
+        seeds, steps_per_epoch = batches.seeds, len(batches)
         identity = run_identity(accelerator.unwrap_model(model), tokenizer, run_name)
-        self.state = state = _start_state(accelerator, args, schedule, steps_per_epoch, seeds, args.stack_seeds,
+        self.state = state = _start_state(accelerator, args, schedule, steps_per_epoch, seeds, batches.stacked,
                                           identity)
         self.seconds_before = state.train_seconds  # a resumed run's seconds count its earlier processes too
         total = steps_per_epoch * args.num_train_epochs
@@ -252,7 +236,7 @@ class _Run:
         self.state.train_seconds = self.seconds()
         return self.save()
 
-    def finish(self, batches: LoaderBatches | DeviceBatches | SeedBatches, interrupted: bool) -> TrainResult:
+    def finish(self, batches: BatchSource, interrupted: bool) -> TrainResult:
         """The result; unless interrupted (its checkpoint is saved already), the last checkpoint and the model."""
         state, args = self.state, self.args
         if not interrupted:
@@ -298,18 +282,6 @@ def _syncs_at(step: int, sync_steps: int, checkpointing_steps: int, total_steps:
     return step % sync_steps == 0 or checkpoint_due or step >= total_steps
 
 
-def _clipper(accelerator: Accelerator, model: torch.nn.Module, max_norm: float) -> Callable[[], None]:
-    """The step's gradient clipping (nothing when `max_norm` is 0): the model's norm, or as a `--seeds` model clips
-    its members, each on its own as its separate run does (its `clipper`)."""
-    if max_norm <= 0:
-        return lambda: None
-    unwrapped = accelerator.unwrap_model(model)
-    if hasattr(unwrapped, "clipper"):
-        return unwrapped.clipper(accelerator, model, max_norm)
-    parameters = list(model.parameters())
-    return lambda: accelerator.clip_grad_norm_(parameters, max_norm)
-
-
 def _optimizer_step(
     accelerator: Accelerator, model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict,
     args: TrainingArguments, state: TrainState, window: LossWindow, sync: bool, clip: Callable[[], None],
@@ -318,10 +290,8 @@ def _optimizer_step(
     read back first: a NaN or infinite loss stops the run (before this step reaches the weights), naming the last
     good checkpoint."""
     # Dropout masks are a function of (seed, step, process) (`dropout_seed`), whatever the DataLoader iterators
-    # consumed from the global RNG; a `SeedStack` reseeds before each member. Seeding is a host operation, no sync.
+    # consumed from the global RNG (a `--seeds` model reseeds before each member). Seeding is a host operation.
     torch.manual_seed(dropout_seed(args.seed, state.global_step, accelerator.process_index))
-    if "batches" in batch:  # a SeedStack's step (SeedBatches): its members reseed with their seeds and this step
-        batch = {**batch, "step": state.global_step}
     output = model(**batch)
     loss = output.loss
     window.add(state.global_step + 1, state.epoch, output.get("losses", loss))

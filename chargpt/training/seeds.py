@@ -35,9 +35,7 @@ from accelerate.utils import set_seed
 from torch import nn
 from transformers.utils import ModelOutput
 
-from data_scripts import DeviceBatches, EncodedExamples
-
-from .arguments import TrainingArguments
+from data_scripts import DeviceBatches
 
 
 def dropout_seed(seed: int, step: int, process_index: int = 0) -> int:
@@ -123,7 +121,7 @@ class SeedStack(nn.Module):
 class SeedBatches:
     """One `DeviceBatches` per seed, stepped together: batch `step` is ``{"batches": [...], "num_examples": n}``,
     member i's batch of its separate run and the example count the schedule needs (the same for every member: the
-    same examples, other draws). The loop adds the optimizer step `SeedStack.forward` seeds dropout with."""
+    same examples, other draws)."""
 
     def __init__(self, members: Sequence[DeviceBatches]) -> None:
         if len({len(m) for m in members}) != 1 or len({len(m.examples) for m in members}) != 1:
@@ -140,10 +138,11 @@ class SeedBatches:
         return {"batches": batches, "num_examples": num_examples}
 
     def epoch(self, epoch: int, skip: int = 0) -> Iterator[dict]:
-        """As `DeviceBatches.epoch`: the batches of `epoch` from its batch `skip` on."""
+        """As `DeviceBatches.epoch`: the batches of `epoch` from its batch `skip` on, each with its optimizer step
+        (`SeedStack.forward` seeds each member's dropout with it)."""
         steps = len(self)
         for k in range(skip, steps):
-            yield self(epoch * steps + k)
+            yield {**self(epoch * steps + k), "step": epoch * steps + k}
 
     def compile_packing(self, backend: str | None = None) -> None:
         """As `DeviceBatches.compile_packing`, for every member."""
@@ -153,24 +152,3 @@ class SeedBatches:
     def dropped(self) -> int:
         """Examples left out of their packed rows, summed over the members (a host sync, as `DeviceBatches`)."""
         return sum(member.dropped() for member in self.members)
-
-
-def device_batches(examples: EncodedExamples, args: TrainingArguments,
-                   seeds: list[int] | None) -> DeviceBatches | SeedBatches:
-    """`--device_data`'s batches of `examples`: the run's (drawn from --seed), or with `seeds` one `DeviceBatches`
-    per member, each its separate run's (with `--stack_seeds` all packed into as many rows as the most any asks).
-    The fixed rows per step are --packed_rows, or estimated. On a CPU an eager step computes only the rows that hold a
-    target (`trim_rows`); a GPU, a compiled step and stacked members keep the fixed rows (no host read, static
-    shapes)."""
-    rows, size = args.packed_rows, args.per_device_train_batch_size  # checked with the flags (check_training)
-    trim = examples.device.type == "cpu" and not args.torch_compile and not args.stack_seeds
-    batches = [DeviceBatches(examples, size, seed=seed, shuffle=args.shuffle, packing=args.packing, rows=rows,
-                             trim=trim) for seed in seeds or [args.seed]]
-    if seeds is not None and args.stack_seeds:  # stacked members need batches of one shape
-        rows = max(member.rows for member in batches)
-        for member in batches:
-            member.rows = rows
-    return batches[0] if seeds is None else SeedBatches(batches)
-
-
-ON_DEVICE = (DeviceBatches, SeedBatches)  # what the loop takes in place of a dataset and a DataLoader
