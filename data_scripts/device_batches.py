@@ -256,7 +256,8 @@ class DeviceBatches:
     holding the remainder (its missing examples are empty slots, so shapes stay fixed). ``num_examples(step)``
     is known on the host, for the token schedule, without looking at the batch.
 
-    A batch holds the model's inputs plus ``num_examples`` (an int, like the loop's `CountingCollate`):
+    A batch holds the model's inputs plus ``num_examples`` and ``num_positions`` (ints, like the loop's
+    `CountingCollate`; the positions are its shape, known on the host):
     packed, ``input_ids``, ``labels``, ``position_ids`` (rows, block_size) and ``attention_mask``
     (rows, 1, block_size, block_size); not packed, the reference's ``input_ids`` and ``labels`` (batch_size,
     block_size). ``rows=None`` estimates the packed rows from the corpus (`estimate_rows`).
@@ -336,7 +337,7 @@ class DeviceBatches:
                 batch = trim_rows(batch)
         else:
             batch = {"input_ids": ids, "labels": labels}
-        return {**batch, "num_examples": self.num_examples(step)}
+        return {**batch, "num_examples": self.num_examples(step), "num_positions": batch["input_ids"].numel()}
 
     def compile_packing(self, backend: str | None = None) -> None:
         """`--torch_compile_batches`: pack every later batch with `compiled_packing` (identical batches, fewer

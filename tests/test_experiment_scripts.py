@@ -52,6 +52,7 @@ def test_snapshots_become_rows_and_a_plot(tmp_path, monkeypatch):
     final, snap = rows["learned-causal-seed0"], rows["learned-causal-seed0-epoch-1"]
     assert final["pretrain_epochs"] == 2.0 and snap["pretrain_epochs"] == 1 and snap["snapshot_of_epochs"] == 2.0
     assert 0 < snap["pretrain_seconds"] < final["pretrain_seconds"]
+    assert 0 < snap["pretrain_flops"] < final["pretrain_flops"] and final["finetune_flops"] > 0  # the compute
     for row in (final, snap):
         assert row["dev"]["total"] == 20 and 0 <= row["dev"]["correct"] <= 20
         # the world's dev groups (read in paraphrases / in one sentence: every third of the 20) split the predictions

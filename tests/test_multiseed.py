@@ -69,6 +69,11 @@ def test_each_member_is_its_separate_run_bit_for_bit_and_resumes_identically(wik
             assert member_weights.keys() == weights.keys()
             assert all(torch.equal(member_weights[k], weights[k]) for k in weights), (run, seed)
             assert member_losses == losses and len(losses) == 6, (run, seed)
+            # the compute it reports is its separate run's (its own batches' positions; resumed: counted across)
+            computed = [json.loads((folder / "train_results.json").read_text())
+                        for folder in (tmp_path / f"seed{seed}", tmp_path / run / f"seed-{seed}")]
+            assert computed[0]["train_positions"] == computed[1]["train_positions"] > 0, (run, seed)
+            assert computed[0]["train_flops"] == computed[1]["train_flops"] > 0, (run, seed)
         members[seed] = weights, losses
         folder = tmp_path / "together" / f"seed-{seed}"
         assert isinstance(CharGPTForCausalLM.from_pretrained(folder), CharGPTForCausalLM)

@@ -24,6 +24,7 @@ import train_finetune
 import train_pretrain
 from chargpt.training import run_cli, train
 from chargpt.training.batching import WatchedBatches
+from chargpt.training.flops import flops_per_position
 from data_scripts import DeviceBatches, load_pretrain_corpus, write_synthetic_corpus
 from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTForCausalLM, CharTokenizer
 
@@ -78,6 +79,12 @@ def test_pretrain_finetune_evaluate_end_to_end(world, tmp_path):
                  "train_results.json", "modeling_chargpt.py"):
         assert (pre / name).is_file(), name
     assert list((pre / "runs").rglob("events.out.tfevents.*")), "no TensorBoard events"
+    # the compute it reports: the positions of 4 packed steps (fewer than 8 padded rows of the block each), at the
+    # FLOPs per position of its shape
+    done = json.loads((pre / "train_results.json").read_text())
+    assert 4 * 64 < done["train_positions"] < 4 * 8 * 64
+    assert done["train_flops"] == pytest.approx(done["train_positions"] * flops_per_position(
+        CharGPTForCausalLM.from_pretrained(pre)), rel=1e-3)
     card = (pre / "README.md").read_text()
     assert "rope" in card and "final_loss" in card
     assert "## How it answers" not in card  # a pretrained model answers no questions

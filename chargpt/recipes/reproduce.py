@@ -106,6 +106,13 @@ def script_path(script: str) -> str:
     return spec.origin
 
 
+def flops(pretrained: Path, finetuned: Path) -> dict[str, float]:
+    """The training FLOPs each stage's train_results.json counts (chargpt/training/flops.py), where it counts them."""
+    found = {f"{stage}_flops": json.loads((folder / "train_results.json").read_text()).get("train_flops")
+             for stage, folder in (("pretrain", pretrained), ("finetune", finetuned))}
+    return {key: value for key, value in found.items() if value is not None}
+
+
 def pretrain(opts: argparse.Namespace, args: list[str], folder: Path, log: Path,
              members: Sequence[int] = ()) -> tuple[float, dict]:
     """One pretraining process into `folder` (`members`: the seeds of a --seeds run, each saved in seed-S); its
@@ -411,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             epochs = json.loads((pre_dir / "train_results.json").read_text())["epoch"]
             row = {"name": name, "position": position, "attention": attention, "seed": seed,
                    "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
-                   "train_seconds": round(t_pre + t_fin, 1), **resumed,
+                   "train_seconds": round(t_pre + t_fin, 1), **flops(pre_dir, fin_dir), **resumed,
                    **({"pretrained_with_seeds": opts.seeds} if together else {}),
                    **({"finetuned_with_seeds": opts.seeds} if seed in finetuned else {}),
                    "dev": evaluate(fin_dir, dev, out / f"{name}.dev.predictions", out / f"{name}.dev.log")}
@@ -426,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 report({"name": tag, "position": position, "attention": attention, "seed": seed,
                         "pretrain_epochs": snap_state["epoch"], "snapshot_of_epochs": epochs,
                         "pretrain_seconds": snap_state["train_seconds"], "finetune_seconds": round(t_snap, 1),
-                        "train_seconds": round(snap_state["train_seconds"] + t_snap, 1),
+                        "train_seconds": round(snap_state["train_seconds"] + t_snap, 1), **flops(snap, snap_fin),
                         "dev": evaluate(snap_fin, dev, out / f"{tag}.dev.predictions", out / f"{tag}.dev.log")})
 
     summary = write_summary()

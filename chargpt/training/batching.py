@@ -32,7 +32,8 @@ def collate_for(packing: bool, block_size: int, tokenizer: PreTrainedTokenizer) 
 
 
 class CountingCollate:
-    """Adds `num_examples` to each batch: packing changes the rows, not the examples the schedule counts.
+    """Adds `num_examples` to each batch (packing changes the rows, not the examples the schedule counts) and
+    `num_positions`, the token positions the step computes (its FLOPs).
 
     A class rather than a closure so DataLoader workers can pickle it on every OS.
     """
@@ -41,12 +42,14 @@ class CountingCollate:
         self.collate_fn = collate_fn
 
     def __call__(self, examples: list) -> dict:
-        return {**self.collate_fn(examples), "num_examples": len(examples)}
+        batch = self.collate_fn(examples)
+        return {**batch, "num_examples": len(examples), "num_positions": batch["input_ids"].numel()}
 
 
 class BatchSource(Protocol):
     """What the loop trains from: it sets up the model and optimizer it trains (`setup`), compiles the steps
-    (`compile`), clips the gradients (`clipper`), and yields each epoch's batches, each with its `num_examples`."""
+    (`compile`), clips the gradients (`clipper`), and yields each epoch's batches, each with its `num_examples` (the
+    schedule's count) and `num_positions` (the token positions it computes)."""
 
     seeds: list[int] | None  # the seeds trained together (`--seeds`), in order; None for one model
     stacked: bool  # whether their parameters are stacked (`--stack_seeds`): the checkpoints say so

@@ -93,6 +93,7 @@ def save_checkpoint(
         trainer_state = {"global_step": state.global_step, "epoch": state.epoch, "step_in_epoch": state.step_in_epoch,
                          "schedule": schedule.state_dict(), "losses": state.losses,
                          "train_seconds": saved_seconds(state.train_seconds),
+                         "train_positions": state.train_positions,
                          **({"seeds": state.seeds} if state.seeds is not None else {}),
                          **({"stack_seeds": True} if state.stacked else {}),
                          **({"run": identity} if identity is not None else {})}
@@ -143,4 +144,5 @@ def load_checkpoint(
     schedule.load_state_dict(saved["schedule"])
     return TrainState(saved["global_step"], saved["epoch"], saved["step_in_epoch"],
                       [tuple(x) for x in saved["losses"]], seeds=seeds, stacked=stacked,
-                      train_seconds=saved.get("train_seconds", 0.0))  # older checkpoints did not count them
+                      train_seconds=saved.get("train_seconds", 0.0),  # older checkpoints did not count them
+                      train_positions=saved.get("train_positions", 0))

@@ -20,6 +20,7 @@ from modeling_chargpt import CharGPTConfig
 from modeling_chargpt.pipeline_chargpt import save_pipeline_files
 
 from .files import atomic_write_json, replace_folder
+from .flops import flops_per_position
 from .hub import note_answering, write_model_card
 from .reporting import plot_loss_curve
 from .state import TrainResult, TrainState, saved_seconds
@@ -104,8 +105,10 @@ def save_snapshot(
     if accelerator.is_main_process:
         for member, out, i in _folders(accelerator.unwrap_model(model), output_dir):
             loss = state.last_loss if i is None or not isinstance(state.last_loss, list) else state.last_loss[i]
+            positions = state.train_positions if i is None else state.train_positions[i]
             results = {"epoch": state.epoch, "global_step": state.global_step, "final_loss": loss,
-                       "train_seconds": saved_seconds(train_seconds)}
+                       "train_seconds": saved_seconds(train_seconds), "train_positions": positions,
+                       "train_flops": float(f"{positions * flops_per_position(member):.4g}")}
             tmp = out / f".tmp-epoch-{state.epoch}"
             _write_pretrained(accelerator, member, tokenizer, tmp, results)
             replace_folder(tmp, out / f"epoch-{state.epoch}")

@@ -25,6 +25,7 @@ from .batching import BatchSource, LoaderBatches
 from .checkpoints import load_checkpoint, resolve_checkpoint, run_identity, save_checkpoint
 from .errors import UsageError
 from .export import save_final, save_snapshot
+from .flops import flops_per_position
 from .outputs import check_output_dir
 from .precision import allow_tf32, resolve_precision
 from .schedule import TokenCosineSchedule
@@ -139,6 +140,7 @@ def train(
         while not run.done():
             for batch in batches.epoch(state.epoch, skip=state.step_in_epoch):
                 n_examples = int(batch.pop("num_examples"))
+                state.count(batch.pop("num_positions") * accelerator.num_processes)  # a list (--seeds) has one process
                 sync = _syncs_at(state.global_step + 1, run.sync_steps, args.checkpointing_steps, run.total_steps)
                 _optimizer_step(accelerator, step_model, optimizer, batch, args, state, run.window, sync, clip)
                 lr = schedule.step(n_examples * tokens_per_example * accelerator.num_processes)
@@ -246,8 +248,10 @@ class _Run:
             logger.warning("%d examples found no room in their packed rows and were left out of the loss", dropped)
         self.progress.close()
         epochs_done = round(state.epoch + state.step_in_epoch / max(1, self.steps_per_epoch), 3)
+        per_position = flops_per_position(self.accelerator.unwrap_model(self.model))
         result = TrainResult(state.global_step, epochs_done, state.last_loss, state.losses, self.seconds(),
-                             interrupted, stopped_at_time_limit=self.timed_out and state.global_step < self.total_steps)
+                             interrupted, stopped_at_time_limit=self.timed_out and state.global_step < self.total_steps,
+                             train_positions=state.train_positions, flops_per_position=per_position)
         if not interrupted:
             just_saved = args.checkpointing_steps > 0 and state.global_step % args.checkpointing_steps == 0
             if (args.checkpointing_steps > 0 or result.stopped_at_time_limit) and not just_saved:

@@ -135,7 +135,8 @@ class SeedBatches:
         batches = [member(step) for member in self.members]
         counts = {batch.pop("num_examples") for batch in batches}
         (num_examples,) = counts
-        return {"batches": batches, "num_examples": num_examples}
+        positions = [batch.pop("num_positions") for batch in batches]  # each member's
+        return {"batches": batches, "num_examples": num_examples, "num_positions": positions}
 
     def epoch(self, epoch: int, skip: int = 0) -> Iterator[dict]:
         """As `DeviceBatches.epoch`: the batches of `epoch` from its batch `skip` on, each with its optimizer step
