@@ -1,6 +1,5 @@
 """experiments/benchmarks/choose_fast_flags.py: which flags a GPU session trains with, from its benchmark's rows (made
-up here),
-and experiments/gpu_session.sh taking them."""
+up here), and experiments/gpu_session.py taking them."""
 
 from __future__ import annotations
 
@@ -73,24 +72,20 @@ def test_the_fastest_faithful_row_whose_loss_matches_is_chosen(chooser):
     assert choice["seeds"] is choice["single"] and choice["single"]["variant"] == "fast_compiled_all"
     assert choice["seeds_in_turn"]
     assert choice["rejected"]["fast_compiled_all_stacked3"] == "failed: RuntimeError: CUDA graphs"
-    assert chooser.shell_lines(choice)[2:] == [f"REPRO_PRETRAIN={shlex.quote(chooser.run_flags(ROWS[2]))}",
-                                               "REPRO_ARGS=''"]
+    assert chooser.run_flags(choice["seeds"]) == chooser.run_flags(ROWS[2])
     assert "the seeds in turn (unmeasured)" in "\n".join(chooser.describe(choice, 3))
     # A diverged row is never chosen, however fast (NaN compares as within any tolerance).
     nan = chooser.choose(bench_study([*ROWS[:3], row("nan", COMPILED, 1.0, loss=float("nan"))]))
     assert nan["single"]["variant"] == "fast_compiled_all" and nan["rejected"]["nan"] == "loss nan"
 
 
-def test_shell_assignments_set_what_gpu_session_reads(chooser, tmp_path):
+def test_the_choice_is_explained(chooser, tmp_path, capsys):
     bench = tmp_path / "bench_gpu.json"
     bench.write_text(json.dumps(bench_study(ROWS)))
-    script = (f"eval \"$({shlex.quote(sys.executable)} experiments/benchmarks/choose_fast_flags.py {bench} --shell)\"; "
-              "printf '%s\\n' \"$FULL_PRETRAIN\" \"$FULL_PROJECTED_S\" \"$REPRO_PRETRAIN\" \"$REPRO_ARGS\"")
-    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    flags = COMPILED.removeprefix("--device_data True ")
-    assert proc.stdout.splitlines() == [flags, "120", flags, "--stack_seeds"]
-    assert "3 seeds: fast_compiled_all_stacked3 (250 s projected)" in proc.stderr  # the reasons, for the log
+    assert run_cli(chooser.main, [str(bench)]) == 0
+    printed = capsys.readouterr().out
+    assert "one seed: fast_compiled_all (120 s projected): --torch_compile True" in printed
+    assert "3 seeds: fast_compiled_all_stacked3 (250 s projected)" in printed and "  not diverged: loss" in printed
 
 
 @pytest.mark.parametrize("content, message", [
@@ -114,57 +109,47 @@ def test_gpu_session_trains_with_the_chosen_flags_unless_given(tmp_path):
     experiments = load("chargpt/recipes/reproduce.py")
     flags = COMPILED.removeprefix("--device_data True ")
 
-    def runs(env: dict[str, str]):
-        commands = session_commands({"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench),
-                                     "PYTHON": sys.executable, **env})
-        return [experiments.build_parser().parse_args(c[2:]) for c in commands[2:4]]  # stage 2, reproduce
+    def run(*argv: str):
+        [command] = session_commands("reproduce", "--out", str(tmp_path / "out"), "--choose_from", str(bench), *argv)
+        return experiments.build_parser().parse_args(command[2:])
 
-    full, reproduce = runs({})
-    assert full.pretrain_extra == flags and not full.stack_seeds
-    recite = load("chargpt/recipes/recite.py").build_parser().parse_args(session_commands(
-        {"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "PYTHON": sys.executable})[-1][2:])
-    assert recite.recipe == "faithful-recite" and recite.pretrain_extra == flags  # faithful_recite: the one-seed flags
-    assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
-    assert experiments.pretrain_stage_flags(reproduce)[-len(flags.split()):] == flags.split()
-    # Flags given to the session win over the benchmark's (even empty): REPRO_PRETRAIN for the seeds,
-    # FULL_PRETRAIN for stage 2. REPRO_ARGS (e.g. a dry run's shortening) keeps the choice, which adds to it.
-    full, reproduce = runs({"REPRO_PRETRAIN": "", "FULL_PRETRAIN": "--optim adamw_torch_fused"})
-    assert (full.pretrain_extra, reproduce.pretrain_extra, reproduce.stack_seeds) == (
-        "--optim adamw_torch_fused", "", False)
-    full, reproduce = runs({"REPRO_ARGS": "--pretrain_epochs 1"})
-    assert (reproduce.pretrain_epochs, reproduce.pretrain_extra, reproduce.stack_seeds) == (1, flags, True)
-    # No benchmark file: the defaults (the fast path alone).
-    bench.unlink()
-    full, reproduce = runs({})
-    assert (full.pretrain_extra, reproduce.pretrain_extra, reproduce.stack_seeds) == ("", "", False)
-
-
-def test_gpu_session_bench_reproduce_measures_what_the_choice_needs(tmp_path):
-    """The one-call mode's shorter benchmark keeps the fast path (the loss reference) and a row for one seed and
-    for three, so its choice can pick compiled and stacked flags for the reproduction that follows."""
-    proc = subprocess.run(["bash", "experiments/gpu_session.sh", "commands", "bench_reproduce"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+    # the script itself, as the device runs it: the choice (its reasons on stderr, for the log), then the command
+    proc = subprocess.run([sys.executable, "experiments/gpu_session.py", "commands", "reproduce", "--choose_from",
+                           str(bench)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    assert "3 seeds: fast_compiled_all_stacked3 (250 s projected)" in proc.stderr
+    reproduce = experiments.build_parser().parse_args(shlex.split(proc.stdout)[3:])
+    assert reproduce.pretrain_extra == flags and reproduce.stack_seeds
+    experiments.check_all_stage_flags(reproduce)
+    assert experiments.pretrain_stage_flags(reproduce)[-len(flags.split()):] == flags.split()
+    # Flags given to the session win over the benchmark's (even empty). --repro_args (e.g. a dry run's shortening)
+    # keeps the choice, which adds to it.
+    reproduce = run("--repro_pretrain", "")
+    assert (reproduce.pretrain_extra, reproduce.stack_seeds) == ("", False)
+    reproduce = run("--repro_pretrain", "--optim adamw_torch_fused")
+    assert (reproduce.pretrain_extra, reproduce.stack_seeds) == ("--optim adamw_torch_fused", False)
+    reproduce = run("--repro_args=--pretrain_epochs=1")
+    assert (reproduce.pretrain_epochs, reproduce.pretrain_extra, reproduce.stack_seeds) == (1, flags, True)
+    # With no three-seed row allowed, the one-seed choice's flags train the seeds in turn, unstacked.
+    bench.write_text(json.dumps(bench_study(ROWS[:3])))
+    assert (run().pretrain_extra, run().stack_seeds) == (flags, False)
+    # No benchmark file, or one that chooses nothing: the defaults (the fast path alone).
+    bench.write_text(json.dumps(bench_study([row("today", "--sync_steps 1", 1.0)])))
+    assert (run().pretrain_extra, run().stack_seeds) == ("", False)
+    bench.unlink()
+    assert (run().pretrain_extra, run().stack_seeds) == ("", False)
+
+
+def test_gpu_session_bench_measures_what_the_choice_needs(tmp_path):
+    """`reproduce --bench`'s shorter benchmark keeps the fast path (the loss reference) and a row for one seed and for
+    three, so its choice can pick compiled and stacked flags for the reproduction that follows, which reads them from
+    the benchmark's own file."""
+    bench_cmd, reproduce_cmd = session_commands("reproduce", "--bench", "--out", str(tmp_path / "out"))
     bench = load("experiments/benchmarks/bench_gpu.py")
-    opts = bench.build_parser().parse_args(shlex.split(proc.stdout.splitlines()[0])[2:])
+    opts = bench.build_parser().parse_args(bench_cmd[2:])
     names = opts.variants.split(",")
     assert {"today", "fast"} <= set(names) and all(name in bench.VARIANTS for name in names)
     three = [name for name in names if "0,1,2" in bench.VARIANTS[name][1]]  # the value of --seeds
     one = [name for name in names if name not in three and "--torch_compile" in bench.VARIANTS[name][1]]
     assert three and one  # a compiled row for one seed, and a row for three
-
-
-def test_gpu_session_recite_lm_pretrains_with_the_chosen_flags(tmp_path):
-    """recite_lm's pretraining takes the choice too: one seed the one-seed flags, several the seeds' (stacked here)."""
-    bench = tmp_path / "bench_gpu.json"
-    bench.write_text(json.dumps(bench_study(ROWS)))
-    experiments = load("chargpt/recipes/reproduce.py")
-    flags = COMPILED.removeprefix("--device_data True ")
-    for seeds, stacked in (("0", False), ("0,1,2", True)):
-        commands = session_commands({"OUT": str(tmp_path / "out"), "CHOOSE_FROM": str(bench), "LM_SEEDS": seeds,
-                                     "PYTHON": sys.executable})
-        opts = experiments.build_parser().parse_args(commands[6][2:])
-        experiments.check_all_stage_flags(opts)
-        assert opts.pretrain_extra.startswith("--objective language_modeling") and opts.pretrain_extra.endswith(flags)
-        assert opts.stack_seeds == stacked and opts.seeds == seeds
+    assert opts.out == str(tmp_path / "out" / "bench_gpu.json") and reproduce_cmd[1] == "chargpt/recipes/reproduce.py"

@@ -2,9 +2,8 @@
 there.
 
     python experiments/benchmarks/choose_fast_flags.py bench_gpu.json            # the choice, explained
-    python experiments/benchmarks/choose_fast_flags.py bench_gpu.json --shell    # as FULL_PRETRAIN=... lines for bash
 
-Why: a device session has minutes, not hours, so its long runs (`experiments/gpu_session.sh`: the faithful pretraining,
+Why: a device session has minutes, not hours, so its long runs (`python experiments/gpu_session.py reproduce`:
 `make reproduce SEEDS=0,1,2`) should use whatever its own benchmark found fastest, without a person in between.
 
 A candidate is a fast-path row (`--device_data True`) that keeps the faithful semantics: fp32 (no `--tf32`) and every
@@ -13,10 +12,9 @@ one step-to-step standard deviation (the larger of the two rows'), so a variant 
 Among one-model rows the shortest projected pretraining (compile time included) is the single run's choice; among
 rows that train three seeds at once (`--seeds 0,1,2`, `--stack_seeds True` or not) the shortest projection for all
 three is the choice for three seeds; with none allowed (say, it failed), the one-seed choice's flags train the seeds
-in turn. `--shell` prints them as shell assignments for gpu_session.sh:
-FULL_PRETRAIN and FULL_PROJECTED_S (train_pretrain.py flags of the one-seed run, and its projected seconds),
-REPRO_PRETRAIN and REPRO_ARGS (the seeds' flags, and `--stack_seeds` when stacking won); flags that the run's own
-options set (`--device_data`, `--seeds`) are left out.
+in turn. experiments/gpu_session.py calls `choose` and `run_flags`: the seeds' train_pretrain.py flags (its
+`--pretrain_extra`), and `--stack_seeds` for the recipe when stacking won; flags that the run's own options set
+(`--device_data`, `--seeds`) are left out.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", default="fast",
                         help="the row whose loss the others must match (default: fast, the plain fast path)")
     parser.add_argument("--seeds", type=int, default=3, help="how many models a seeds row must train (default 3)")
-    parser.add_argument("--shell", action="store_true", help="print shell assignments for experiments/gpu_session.sh")
     return parser
 
 
@@ -118,19 +115,6 @@ def choose(results: dict, reference: str = "fast", seeds: int = 3) -> dict:
             "rejected": rejected}
 
 
-def shell_lines(choice: dict) -> list[str]:
-    """Shell assignments for gpu_session.sh (nothing for a run that no row decided)."""
-    lines = []
-    if choice["single"] is not None:
-        lines.append(f"FULL_PRETRAIN={shlex.quote(run_flags(choice['single']))}")
-        lines.append(f"FULL_PROJECTED_S={round(choice['single']['projected_full_pretraining_s'])}")
-    if choice["seeds"] is not None:
-        stacked = ("--stack_seeds", "True") in flag_pairs(choice["seeds"]["flags"])
-        lines.append(f"REPRO_PRETRAIN={shlex.quote(run_flags(choice['seeds']))}")
-        lines.append(f"REPRO_ARGS={shlex.quote('--stack_seeds' if stacked else '')}")
-    return lines
-
-
 def describe(choice: dict, seeds: int) -> list[str]:
     lines = []
     for key, what in (("single", "one seed"), ("seeds", f"{seeds} seeds")):
@@ -161,9 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"{path}: a row lacks {err}: not written by experiments/benchmarks/bench_gpu.py") from None
     except ValueError as err:
         raise UsageError(f"{path}: {err}") from None
-    print("\n".join(describe(choice, opts.seeds)), file=sys.stderr if opts.shell else sys.stdout)
-    if opts.shell:
-        print("\n".join(shell_lines(choice)))
+    print("\n".join(describe(choice, opts.seeds)))
     return 0
 
 
