@@ -11,8 +11,13 @@ read about as of one it read. Two signals, both the model's own and both compute
 - ``output_logprob``: the log-probability of the model's whole output (recitation, if any, and answer), which
   ranks its answers about people it did read.
 
-`Calibration` is a logistic regression on the two, fitted on held-out training questions and on people the model
-never read (`chargpt.evaluation.calibrate`), and saved with the model (``config.answering['calibration']``). It is
+`Calibration` is a logistic regression on them, fitted on held-out training questions and on people the model
+never read (`chargpt.evaluation.calibrate`), and saved with the model (``config.answering['calibration']``). With a
+`gate` it is two: P(right) = P(read about | name) x P(right | read about, output), the first a logistic regression on
+the name's familiarity alone (held-out people against unknown ones), the second on the output's log-probability
+alone (the held-out answers), so that the name, which sets unknown people apart, does not blur the order of the
+answers about people it read (`chargpt.evaluation.calibrate --gated`; measured on `make best`'s model:
+docs/confidence.md). It is
 applied here with plain arithmetic, so a model folder answers with it where only torch and transformers are installed.
 Fitting is `chargpt.evaluation.calibrate.fit_logistic`, which a model folder does not need.
 """
@@ -28,8 +33,9 @@ FEATURES = ("name_logprob", "output_logprob")
 
 @dataclass(frozen=True)
 class Calibration:
-    """p(right) = sigmoid(bias + sum_i weight_i * (feature_i - mean_i) / scale_i) over `features`; `fitted_on` says
-    on what (counts, files), so a saved model tells where its confidence comes from."""
+    """p(right) = sigmoid(bias + sum_i weight_i * (feature_i - mean_i) / scale_i) over `features`, times the
+    `gate`'s own such probability where there is one (a `Calibration` of its own, as a dict); `fitted_on` says on
+    what (counts, files), so a saved model tells where its confidence comes from."""
 
     weights: tuple[float, ...]
     bias: float
@@ -37,6 +43,7 @@ class Calibration:
     scale: tuple[float, ...]
     features: tuple[str, ...] = FEATURES
     fitted_on: dict = field(default_factory=dict)
+    gate: dict | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.features) - set(FEATURES))
@@ -46,19 +53,22 @@ class Calibration:
             raise ValueError("calibration: weights, mean, scale and features must have one entry per feature")
         if any(s <= 0 for s in self.scale):
             raise ValueError("calibration: every scale must be positive")
+        if self.gate is not None:
+            Calibration.from_dict(self.gate)  # checked as one
 
     def probability(self, **signals: float) -> float:
         """The probability that the answer is right, given each feature's value (keyword per feature)."""
         z = self.bias + sum(w * (signals[f] - m) / s
                             for w, f, m, s in zip(self.weights, self.features, self.mean, self.scale, strict=True))
-        return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+        p = 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+        return p if self.gate is None else p * Calibration.from_dict(self.gate).probability(**signals)
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, saved: Mapping) -> Calibration:
-        known = {"weights", "bias", "mean", "scale", "features", "fitted_on"}
+        known = {"weights", "bias", "mean", "scale", "features", "fitted_on", "gate"}
         extra = sorted(set(saved) - known)
         if extra:
             raise ValueError(f"calibration holds an unknown field {extra[0]!r}")

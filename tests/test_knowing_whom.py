@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import types
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from chargpt.evaluation import ask as ask_cli
 from chargpt.evaluation.calibrate import (
     choose_keep_threshold,
     fit_logistic,
+    fit_on,
     refused_share,
     refusing_threshold,
     save_calibration,
@@ -150,6 +152,32 @@ def test_a_fitted_calibration_follows_the_data_and_survives_its_round_trip():
         fit_logistic(rows, [False] * len(rows))
     with pytest.raises(ValueError, match="not one of"):
         Calibration((1.0,), 0.0, (0.0,), (1.0,), ("grounded",))
+
+
+def test_the_gated_calibration_orders_the_answers_about_people_it_read_by_their_output_alone():
+    """fit_on(gated=True): P(read about | name), from held-out against unknown people, times P(right | output), from the
+    held-out answers. A known name's familiarity then leaves the order of its answers to the output; an unknown name
+    stays near zero however sure the output; the default is the one regression on both."""
+    rng = random.Random(2)
+    held, gold, unknown = [], [], []
+    for _ in range(200):
+        output = rng.gauss(-1.0, 1.0)
+        right = rng.random() < 1 / (1 + 2.718 ** (-2 * (output + 1)))
+        held.append({"answer": "A" if right else "B", "name_score": rng.gauss(-0.3, 0.3),
+                     "answer_score": types.SimpleNamespace(logprob=output), "recitation_score": None})
+        gold.append("A")
+        unknown.append({"answer": "C", "name_score": rng.gauss(-2.5, 0.3),
+                        "answer_score": types.SimpleNamespace(logprob=rng.gauss(-1.0, 1.0)), "recitation_score": None})
+    cal = fit_on(held, gold, unknown, gated=True)
+    assert cal.features == ("output_logprob",) and cal.gate["features"] == ["name_logprob"]
+    sure, unsure = (cal.probability(name_logprob=name, output_logprob=1.0) for name in (-0.3, -2.5))
+    assert sure > 0.8 and unsure < 0.05
+    gate = Calibration.from_dict(cal.gate).probability(name_logprob=-0.1)
+    answers = Calibration(cal.weights, cal.bias, cal.mean, cal.scale, cal.features)
+    assert cal.probability(name_logprob=-0.1, output_logprob=-2.0) == pytest.approx(
+        gate * answers.probability(output_logprob=-2.0))
+    assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+    assert fit_on(held, gold, unknown).gate is None
 
 
 def test_the_threshold_keeps_the_share_of_right_answers_asked_for():

@@ -6,12 +6,13 @@
 HELDOUT_MODEL is finetuned without the held-out training questions (HOLDOUT.tsv), so it answers them as a final
 model answers dev; UNKNOWN.tsv asks about people no corpus line mentions (`python -m data_scripts.unknown_people`).
 Dev is never read. Each question's two signals (`modeling_chargpt.calibration`: the name's familiarity and the
-probability of the whole output) and whether its answer was right (an unknown person's never is) fit a logistic
-regression, the probability that an answer is right. The threshold is the highest that still gives `--keep_right`
-of the held-out right answers, raised where needed until `--refuse_unknown` of the unknown people fall below it.
-Both go into each `--save_to` folder's config (``answering``: ``calibration``, ``abstain_below`` and where they
-came from), through `save_pretrained`, so the pipeline, `chargpt-ask` and `evaluate_birthplace.py` use them with no
-flag.
+probability of the whole output) and whether its answer was right (an unknown person's never is) fit the probability
+that an answer is right: one logistic regression on both, or with `--gated` a gate on the name (held-out people
+against unknown ones) times a regression on the output (the held-out answers). The threshold is the highest that still
+gives `--keep_right` of the held-out right answers, raised where needed until `--refuse_unknown` of the unknown people
+fall below it. Both go into each `--save_to` folder's config (``answering``: ``calibration``, ``abstain_below`` and
+where they came from), through `save_pretrained`, so the pipeline, `chargpt-ask` and `evaluate_birthplace.py` use them
+with no flag.
 """
 
 from __future__ import annotations
@@ -63,11 +64,19 @@ def fit_logistic(rows: Sequence[Sequence[float]], labels: Sequence[bool], featur
                        tuple(features))
 
 
-def fit_on(held: Sequence[dict], gold: Sequence[str], unknown: Sequence[dict]):
-    """The calibration fitted on held-out answers (right or not) and unknown people's (never right)."""
-    rows = [(r["name_score"], output_logprob(r)) for r in (*held, *unknown)]
-    labels = [r["answer"] == g for r, g in zip(held, gold, strict=True)] + [False] * len(unknown)
-    return fit_logistic(rows, labels)
+def fit_on(held: Sequence[dict], gold: Sequence[str], unknown: Sequence[dict], gated: bool = False) -> Calibration:
+    """The calibration fitted on held-out answers (right or not) and unknown people's (never right): one regression on
+    both signals over all of them, or `gated`, P(read about | name) from held-out against unknown people times
+    P(right | output) from the held-out answers."""
+    right = [r["answer"] == g for r, g in zip(held, gold, strict=True)]
+    if not gated:
+        rows = [(r["name_score"], output_logprob(r)) for r in (*held, *unknown)]
+        return fit_logistic(rows, right + [False] * len(unknown))
+    gate = fit_logistic([(r["name_score"],) for r in (*held, *unknown)], [True] * len(held) + [False] * len(unknown),
+                        features=("name_logprob",))
+    answers = fit_logistic([(output_logprob(r),) for r in held], right, features=("output_logprob",))
+    return Calibration(answers.weights, answers.bias, answers.mean, answers.scale, answers.features,
+                       gate=gate.to_dict())
 
 
 def choose_keep_threshold(right_probabilities: Sequence[float], keep_right: float) -> float | None:
@@ -120,6 +129,9 @@ def build_parser():
     parser.add_argument("--refuse_unknown", type=float, default=0.9,
                         help="the threshold rises where needed so that at least this share of the unknown people "
                         "get \"I don't know\" (default 0.9)")
+    parser.add_argument("--gated", action="store_true",
+                        help="a gate on the name's familiarity times a regression on the output's log-probability, "
+                        "instead of one regression on both (docs/confidence.md measures both on make best's model)")
     parser.add_argument("--results_path", help="write what was fitted and measured here (JSON)")
     parser.add_argument("--batch_size", type=int, default=128)
     return parser
@@ -155,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     asked_unknown = ask_all(model, tokenizer, list(unknown["question"]), args.batch_size, **raw)
     gold = list(held["answer"])
     try:
-        fitted = fit_on(asked_held, gold, asked_unknown)
+        fitted = fit_on(asked_held, gold, asked_unknown, gated=args.gated)
     except ValueError as err:  # not an error: a recipe that ends here keeps its hours of training
         print(f"nothing fitted or saved: {args.holdout}: {err} (the model shows its raw probability, as before)")
         if args.results_path:
@@ -180,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "holdout_right_kept": n_right / sum(right) if any(right) else None,
                 "unknown_questions": len(asked_unknown), "unknown_answered": unknown_answered}
     calibration = Calibration(fitted.weights, fitted.bias, fitted.mean, fitted.scale, fitted.features, {
-        "model": args.model_name_or_path, "holdout": args.holdout, "unknown": args.unknown, **measured}).to_dict()
+        "model": args.model_name_or_path, "holdout": args.holdout, "unknown": args.unknown, **measured},
+        fitted.gate).to_dict()
     print(f"held-out: {sum(right)}/{len(right)} right; at the threshold {threshold:.3g} it answers {n_answered} "
           f"({n_right} right, {100 * measured['holdout_right_kept']:.1f}% of the right ones)"
           if threshold is not None else "held-out: no right answer, no threshold")
