@@ -207,35 +207,6 @@ def test_gpu_session_environment_check_loads_what_a_run_loads():
     assert "| transformers " in proc.stdout and "NO CUDA DEVICE" in proc.stdout
 
 
-def test_step_ops_counts_each_phase_and_not_the_width(tiny_data, tmp_path):
-    """experiments/benchmarks/bench_step_ops.py: every phase of a fast-path step is counted, the counts do not depend
-    on the
-    width (so a small one stands for the faithful 256), and the fused AdamW dispatches fewer operations than the
-    default one, which runs per tensor on a CPU. The FLOPs do depend on the width: the forward's are every matrix
-    product of the model over the packed rows, attention included, and the backward does twice the forward's."""
-    ops = load("experiments/benchmarks/bench_step_ops.py")
-    layers = 2
-    shape = ["--n_layer", str(layers), "--n_head", "2", "--block_size", str(BLOCK), "--per_device_train_batch_size",
-             str(BATCH)]
-    (narrow, narrow_flops, rows), (wide, wide_flops, wide_rows), (fused, _, _) = (
-        ops.count_ops(["--pretrain_corpus_path", str(tiny_data / "wiki.txt"), "--output_dir", str(tmp_path / name),
-                       "--device_data", "True", "--report_to", "none", "--disable_tqdm", "True", "--n_embd", width,
-                       *shape, *more], 2)
-        for name, width, more in (("a", "8", []), ("b", "32", []), ("c", "8", ["--optim", "adamw_torch_fused"])))
-    assert set(narrow) >= {"batch drawing", "packing", "forward", "backward", "clip", "optimizer"}
-    assert all(n > 0 for n in narrow.values())
-    assert narrow == wide
-    assert fused["optimizer"] < narrow["optimizer"] and fused["forward"] == narrow["forward"]
-    assert set(narrow_flops) == {"forward", "backward"} and 0 < rows == wide_rows <= BATCH
-    vocab = json.loads((tmp_path / "a" / "config.json").read_text())["vocab_size"]
-    for width, flops in ((8, narrow_flops), (32, wide_flops)):
-        tokens = rows * BLOCK  # per layer: q, k, v, the projection and the 4x MLP (12 C^2 multiply-adds a token),
-        # then the scores and the weighted sum over the block (2 T C); the head's C V
-        per_layer = 2 * tokens * (12 * width * width + 2 * BLOCK * width)
-        assert flops["forward"] == layers * per_layer + 2 * tokens * width * vocab
-        assert flops["backward"] == 2 * flops["forward"]
-
-
 def _gpu_best(wiki: Path, out: Path, work: Path, budget: int, **flags: str) -> list[str]:
     """experiments/gpu_session.py best with a tiny model and one seed whose pretraining runs on past any test (a test
     that lets it finish gives --epochs); `flags` replace those named."""

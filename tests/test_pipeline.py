@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from processes import ask_without_the_package
-from test_readme_commands import load
 from transformers import pipeline
 
 import evaluate_birthplace
@@ -218,63 +217,6 @@ def test_a_folder_without_answering_settings_answers_the_reference_way_and_says_
     assert ask.settings.abstain_below is None and ask.settings.answer_format == "direct"
     reference = pipeline(TASK, model=str(models["direct"]), pipeline_class=BirthplaceQAPipeline, device="cpu")
     assert ask(questions(world)[0])["answer"] == reference(questions(world)[0])["answer"]
-
-
-def test_measure_pipeline_scores_what_the_folder_answers_with_its_saved_threshold(world, models, tmp_path, capsys):
-    """experiments/benchmarks/measure_pipeline.py (the README's pipeline numbers): the folder loaded as the README
-    shows, its
-    answers identical to the evaluation's, coverage and precision at the threshold saved in the folder."""
-    import shutil
-    import sys
-
-    from processes import ROOT, run_concurrently, run_script, user_env
-
-    folder = tmp_path / "model"
-    shutil.copytree(models["recite"], folder)
-    preds = tmp_path / "dev.predictions"
-    argv = ["--model_name_or_path", str(folder), "--eval_corpus_path", str(world / "birth_dev.tsv"),
-            "--outputs_path", str(preds)]
-    assert run_cli(evaluate_birthplace.main, argv) == 0
-    records = [json.loads(line) for line in Path(f"{preds}.records.jsonl").read_text().splitlines()]
-    scores = sorted(r["confidence"] for r in records)
-    threshold = (scores[4] + scores[5]) / 2  # half of the 10 dev questions above it
-    config = json.loads((folder / "config.json").read_text())
-    config["answering"]["abstain_below"] = threshold
-    (folder / "config.json").write_text(json.dumps(config))
-    out = tmp_path / "pipeline.json"
-    made = tmp_path / "made.json"  # what chargpt/recipes/recite.py writes of the run that made the model
-    made.write_text(json.dumps({"command": "make best", "recipe": "best", "pretraining": "recitation",
-                                "variant": config["position_embedding_type"], "n_embd": config["n_embd"],
-                                "pretrain_epochs": 50, "seeds": [{"seed": 3, "dev": 90.0}]}))
-    # its own process: trust_remote_code registers the folder's copy of the model with the Auto classes, which
-    # other tests of this worker must not inherit
-    proc, = run_concurrently([[sys.executable, "experiments/benchmarks/measure_pipeline.py", "--model", str(folder),
-                               "--data_dir", str(world), "--predictions", str(preds), "--recipe_results", str(made),
-                               "--json", str(out)]],
-                             cwd=ROOT, env=user_env(HF_HOME=str(tmp_path / "hf")))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (found,) = json.loads(out.read_text())["records"]  # one run record (experiments/records.py's shape)
-    dev, facts = found["scores"], found["facts"]
-    answered = [r for r in records if r["confidence"] >= threshold]
-    assert facts["differ_from_evaluation"] == 0 and facts["answering"]["abstain_below"] == threshold
-    assert (dev["dev"]["total"], dev["dev"]["correct"]) == (10, sum(r["correct"] for r in records))
-    assert (dev["dev, answered"]["total"], dev["dev, answered"]["correct"]) == (len(answered),
-                                                                                sum(r["correct"] for r in answered))
-    assert facts["coverage"] == 10 * len(answered) and "at its saved threshold" in proc.stdout
-    assert load("experiments/records.py").check([found], out)
-    assert found["variant"] == config["position_embedding_type"] and found["seeds"] == [3]
-    assert found["recipe"] == "best" and facts["made_by"] == "make best" and facts["made"][0]["dev"] == 90.0
-    assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(world), "--data_dir", str(world),
-                                                         "--json", str(out)]) == 1
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {world}: no config.json")
-    bad = tmp_path / "results.json"
-    bad.write_text("{\n  oops\n")
-    for flags, start in ((["--predictions", str(tmp_path / "absent")], "error: "),
-                         (["--recipe_results", str(bad)], f"error: {bad}:2: not JSON")):
-        assert run_script("experiments/benchmarks/measure_pipeline.py", ["--model", str(folder), "--data_dir",
-                                                                        str(world), "--json", str(out), *flags]) == 1
-        last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert last.startswith(start) and "Traceback" not in last
 
 
 def test_a_decoding_choice_is_declared_once_in_answering_and_every_entry_point_offers_it():

@@ -157,8 +157,7 @@ def _required(wiki: str | Path, output_dir: str | Path) -> list[str]:
 class StepClock:
     """What the loop does, recorded without changing it: the time of each loss read-back (a host sync, so every
     step before it has finished), each step's useful targets, counted on the device, and the rows it computes (a
-    shape, known on the host: with the step's FLOPs per row, experiments/benchmarks/bench_step_ops.py, its arithmetic
-    rate)."""
+    shape, known on the host: with the step's FLOPs per row, chargpt/training/flops.py, its arithmetic rate)."""
 
     def __init__(self) -> None:
         self.read_backs: list[tuple[int, float]] = []  # (step whose forward pass was just read back, time)
