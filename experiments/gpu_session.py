@@ -1,4 +1,4 @@
-"""One device call, planned ahead: a call has minutes, so what it runs and when it stops are decided here.
+"""One run on a GPU machine, planned ahead: it has minutes, so what it runs and when it stops are decided here.
 
     python experiments/gpu_session.py prepare            # here, once: the data and the wheels the device lacks, .gpu/
     python experiments/gpu_session.py reproduce --bench  # on the device, .gpu/ beside it: a benchmark, then reproduce
@@ -147,7 +147,8 @@ def default_sigint() -> None:
 
 
 class Call:
-    """One device call: its log (stdout and OUT/session.log), its clock and budget, its children, a stop asked for."""
+    """One run on the GPU machine: its log (stdout and OUT/session.log), its clock and budget, its children, a stop
+    asked for."""
 
     def __init__(self, o: argparse.Namespace) -> None:
         self.o, self.start, self.stop, self.lock = o, time.monotonic(), "", threading.Lock()

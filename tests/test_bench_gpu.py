@@ -197,7 +197,7 @@ def test_gpu_session_commands_parse_with_their_scripts_parsers(bench, tmp_path):
 
 
 def test_gpu_session_environment_check_loads_what_a_run_loads():
-    """The device call's first check runs the script's Python snippet: it must load datasets, evaluate and accelerate
+    """The GPU run's first check runs the script's Python snippet: it must load datasets, evaluate and accelerate
     (the packages import lazily, so importing them by name alone proves nothing) and print the versions."""
     check = load("experiments/gpu_session.py").ENV_CHECK + (
         "\nprint(sorted(m for m in ('datasets', 'evaluate', 'accelerate') if m in sys.modules))\n")
