@@ -53,15 +53,15 @@ class Calibration:
             raise ValueError("calibration: weights, mean, scale and features must have one entry per feature")
         if any(s <= 0 for s in self.scale):
             raise ValueError("calibration: every scale must be positive")
-        if self.gate is not None:
-            Calibration.from_dict(self.gate)  # checked as one
+        # the gate, checked and built once (not a field: equality and to_dict keep its dict)
+        object.__setattr__(self, "_gate", None if self.gate is None else Calibration.from_dict(self.gate))
 
     def probability(self, **signals: float) -> float:
         """The probability that the answer is right, given each feature's value (keyword per feature)."""
         z = self.bias + sum(w * (signals[f] - m) / s
                             for w, f, m, s in zip(self.weights, self.features, self.mean, self.scale, strict=True))
         p = 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
-        return p if self.gate is None else p * Calibration.from_dict(self.gate).probability(**signals)
+        return p if self._gate is None else p * self._gate.probability(**signals)
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

@@ -68,6 +68,12 @@ class BatchSource(Protocol):
     def dropped(self) -> int: ...
 
 
+def clip_whole(accelerator: Accelerator, model: nn.Module, max_norm: float) -> Callable[[], None]:
+    """The reference's clipping: the norm of every gradient of `model` at once."""
+    parameters = list(model.parameters())
+    return lambda: accelerator.clip_grad_norm_(parameters, max_norm)
+
+
 class LoaderBatches:
     """The reference's batch source: a DataLoader over `dataset`, prepared by Accelerate with the model and
     optimizer, read epoch by epoch; `on_epoch_start(epoch)` re-draws the span corruption, and a resumed epoch skips
@@ -91,8 +97,7 @@ class LoaderBatches:
         return compile(model)
 
     def clipper(self, accelerator: Accelerator, model: nn.Module, max_norm: float) -> Callable[[], None]:
-        parameters = list(model.parameters())
-        return lambda: accelerator.clip_grad_norm_(parameters, max_norm)
+        return clip_whole(accelerator, model, max_norm)
 
     def __len__(self) -> int:
         return len(self.loader)

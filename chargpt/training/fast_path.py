@@ -17,6 +17,7 @@ from torch.optim import Optimizer
 from data_scripts import DeviceBatches, EncodedExamples
 
 from .arguments import TrainingArguments
+from .batching import clip_whole
 from .errors import UsageError
 from .seeds import SeedBatches
 from .stacking import SeedEnsemble
@@ -52,8 +53,7 @@ class OnDeviceBatches:
         """The gradient norm clipped as a separate run clips it: the model's, or each member's on its own."""
         if self.seeds is not None:
             return accelerator.unwrap_model(model).clipper(accelerator, model, max_norm)
-        parameters = list(model.parameters())
-        return lambda: accelerator.clip_grad_norm_(parameters, max_norm)
+        return clip_whole(accelerator, model, max_norm)
 
     def __len__(self) -> int:
         return len(self.source)
