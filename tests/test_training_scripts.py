@@ -25,7 +25,7 @@ import train_pretrain
 from chargpt.training import run_cli, train
 from chargpt.training.batching import WatchedBatches
 from chargpt.training.flops import flops_per_position
-from data_scripts import DeviceBatches, load_pretrain_corpus, write_synthetic_corpus
+from data_scripts import DeviceBatches, load_pretrain_corpus, question_documents, write_synthetic_corpus
 from modeling_chargpt import MASK_CHAR, PAD_CHAR, CharGPTForCausalLM, CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -286,6 +286,34 @@ def test_recitation_rows_in_mixed_pretraining(world, tmp_path, monkeypatch):
     assert ends_with_answer > 10
     assert json.loads((out / "config.json").read_text())["answer_format"] == "recite"
     assert "| mixed_qa_format | recite |" in (out / "README.md").read_text()
+
+
+def test_skip_recited_documents(world, tmp_path, monkeypatch):
+    """--skip_recited_documents True: a person whose question is a recitation row is not also a document of the
+    epoch; every other document still is, once."""
+    seen = spy_on_train(monkeypatch, train_pretrain)
+    tsv = world / "birth_places_train.tsv"
+    argv = pretrain_args(world, tmp_path / "skip", "--max_steps", "1", "--mixed_qa_corpus_path", str(tsv),
+                         "--mixed_qa_format", "recite", "--objective", "language_modeling",
+                         "--skip_recited_documents", "True")
+    assert run_cli(train_pretrain.main, argv) == 0
+    tok = CharTokenizer.from_pretrained(tmp_path / "skip")
+    docs = [doc for doc in load_pretrain_corpus(world / "wiki.txt")[1]["text"] if doc]  # the empty last line too
+    names = [line.split("\t")[0][len("Where was "):-len(" born?")] for line in tsv.read_text().splitlines()]
+    trained = ["".join(tok.itos[t] for t in seen["dataset"][i]["input_ids"]).rstrip(PAD_CHAR)
+               for i, (source, _) in enumerate(seen["dataset"].order) if source == 0]
+    recited = set(question_documents([f"Where was {name} born?" for name in names], docs, tsv))
+    width = max(map(len, trained))  # the documents cut to the block
+    assert sorted(trained) == sorted(doc[:width] for i, doc in enumerate(docs) if i not in recited)
+    assert len(trained) == len(docs) - len(names)
+    assert "| skip_recited_documents | True |" in (tmp_path / "skip" / "README.md").read_text()
+
+
+def test_skip_recited_documents_needs_recitation_rows(world, tmp_path, capsys):
+    argv = pretrain_args(world, tmp_path / "bad", "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
+                         "--skip_recited_documents", "True")
+    assert run_cli(train_pretrain.main, argv) == 1  # a usage error
+    assert "--skip_recited_documents True: with --mixed_qa_format recite" in capsys.readouterr().err
 
 
 def test_two_process_cpu_ddp(world, tmp_path):
