@@ -684,6 +684,25 @@ def test_recite_recipe_after_the_faithful_pretraining_keeps_it_unchanged_and_nee
         recipe.check(parse(["--data_dir", "d", "--recipe", "faithful-recite", "--extra", "--preset nope"]))
 
 
+def test_recite_recipe_calibrates_with_the_recipes_confidence_flags():
+    """A recipe's `confidence` section becomes chargpt.evaluation.calibrate's flags in step 4 (best.yaml: the gated
+    calibration and the threshold for 95% held-out precision); a recipe without one keeps calibrate's defaults."""
+    recipe = importlib.import_module("chargpt.recipes.recite")
+    parse = recipe.build_parser().parse_args
+
+    def calibration(name: str) -> list[str]:
+        found = [c for c in recipe.commands(parse(["--data_dir", "d", "--recipe", name]))
+                 if c[1:3] == ["-m", "chargpt.evaluation.calibrate"]]
+        assert len(found) == 1
+        return found[0][found[0].index("--results_path") + 2:]
+
+    assert calibration("best") == ["--gated", "--precision", "0.95"]
+    assert calibration("recite-cpu") == []
+    from chargpt.evaluation import calibrate
+    calibrate.build_parser().parse_args(["--model_name_or_path", "m", "--holdout", "h", "--unknown", "u",
+                                         *calibration("best")])  # flags calibrate takes
+
+
 def _record_processes(monkeypatch) -> list[list[str]]:
     """The argv of every process started from here on (they still run)."""
     launched: list[list[str]] = []

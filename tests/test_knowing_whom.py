@@ -16,6 +16,7 @@ import evaluate_birthplace
 from chargpt.evaluation import ask as ask_cli
 from chargpt.evaluation.calibrate import (
     choose_keep_threshold,
+    choose_precision_threshold,
     fit_logistic,
     fit_on,
     refused_share,
@@ -188,6 +189,29 @@ def test_the_threshold_keeps_the_share_of_right_answers_asked_for():
     assert choose_keep_threshold([], 0.9) is None
     kept = choose_keep_threshold(probabilities, 0.73)
     assert sum(p >= kept for p in probabilities) / len(probabilities) >= 0.73
+
+
+def test_the_precision_threshold_is_the_lowest_that_reaches_the_precision_asked_for():
+    probabilities = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05]
+    right = [True, True, False, True, True, True, True, False, False, True]
+    # from the top: 1/1, 2/2, 2/3, 3/4, 4/5, 5/6, 6/7, 6/8, 6/9, 7/10 right
+    assert choose_precision_threshold(probabilities, right, 0.85) == 0.3  # 6/7: the lowest at or above 85%
+    assert choose_precision_threshold(probabilities, right, 0.7) == 0.05  # all ten: 70%
+    assert choose_precision_threshold(probabilities, right, 0.99) == 0.8  # 2/2, not 1/1: the most answers
+    assert choose_precision_threshold(probabilities, [False] * 10, 0.9) == 0.05  # none right: all equally bad
+    assert choose_precision_threshold([], [], 0.9) is None
+    # a threshold lets through every answer of its probability: a tie is one step
+    assert choose_precision_threshold([0.9, 0.5, 0.5], [True, True, False], 0.7) == 0.9
+
+
+def test_the_card_says_which_rule_chose_the_threshold():
+    from chargpt.training.hub import describe_answering
+
+    answering = {"abstain_below": 0.8, "calibration": {"fitted_on": {"unknown_questions": 400}},
+                 "abstention": {"rule": "precision", "precision": 0.95, "holdout_precision": 0.951,
+                                "unknown_questions": 400, "unknown_answered": 2}}
+    text = describe_answering({"answer_format": "recite", "answering": answering})
+    assert "at least 95% right (95.1% there)" in text and "answered 2 of 400 people it never read" in text
 
 
 def test_the_unknown_people_can_raise_the_threshold():

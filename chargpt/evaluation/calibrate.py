@@ -1,7 +1,8 @@
 """Fit the confidence a person reads, and when to say "I don't know", then save both with the models.
 
     python -m chargpt.evaluation.calibrate --model_name_or_path HELDOUT_MODEL --holdout HOLDOUT.tsv \
-        --unknown UNKNOWN.tsv --save_to FINAL_MODEL [--keep_right 0.95] [--results_path R.json]
+        --unknown UNKNOWN.tsv --save_to FINAL_MODEL [--keep_right 0.95 | --precision 0.95] [--gated] \
+        [--results_path R.json]
 
 HELDOUT_MODEL is finetuned without the held-out training questions (HOLDOUT.tsv), so it answers them as a final
 model answers dev; UNKNOWN.tsv asks about people no corpus line mentions (`python -m data_scripts.unknown_people`).
@@ -9,7 +10,8 @@ Dev is never read. Each question's two signals (`modeling_chargpt.calibration`: 
 probability of the whole output) and whether its answer was right (an unknown person's never is) fit the probability
 that an answer is right: one logistic regression on both, or with `--gated` a gate on the name (held-out people
 against unknown ones) times a regression on the output (the held-out answers). The threshold is the highest that still
-gives `--keep_right` of the held-out right answers, raised where needed until `--refuse_unknown` of the unknown people
+gives `--keep_right` of the held-out right answers or, with `--precision P`, the lowest at which the held-out answers
+it lets through are at least P right; either is raised where needed until `--refuse_unknown` of the unknown people
 fall below it. Both go into each `--save_to` folder's config (``answering``: ``calibration``, ``abstain_below`` and
 where they came from), through `save_pretrained`, so the pipeline, `chargpt-ask` and `evaluate_birthplace.py` use them
 with no flag.
@@ -24,7 +26,8 @@ from pathlib import Path
 
 from modeling_chargpt.calibration import FEATURES, Calibration
 
-__all__ = ["choose_keep_threshold", "fit_logistic", "fit_on", "refused_share", "refusing_threshold", "save_calibration"]
+__all__ = ["choose_keep_threshold", "choose_precision_threshold", "fit_logistic", "fit_on", "refused_share",
+           "refusing_threshold", "save_calibration"]
 
 
 def output_logprob(result: dict) -> float:
@@ -89,6 +92,24 @@ def choose_keep_threshold(right_probabilities: Sequence[float], keep_right: floa
     return min(max(ranked[kept - 1], 1e-12), 1 - 1e-12)  # abstain_below lies strictly inside (0, 1)
 
 
+def choose_precision_threshold(probabilities: Sequence[float], right: Sequence[bool], precision: float) -> float | None:
+    """The lowest threshold at which the answers it lets through (probability at or above it) are at least `precision`
+    right; where no threshold reaches it, the one whose answers are most often right (the most answers among equals).
+    None if there are no answers."""
+    ranked = sorted(zip(probabilities, right, strict=True), key=lambda pair: -pair[0])
+    best, best_precision, reached, n_right = None, -1.0, None, 0
+    for k, (p, is_right) in enumerate(ranked, start=1):
+        n_right += is_right
+        if k < len(ranked) and ranked[k][0] == p:
+            continue  # a threshold lets through every answer of its probability
+        if n_right / k >= precision:
+            reached = p
+        if n_right / k >= best_precision:
+            best, best_precision = p, n_right / k
+    chosen = reached if reached is not None else best
+    return None if chosen is None else min(max(chosen, 1e-12), 1 - 1e-12)
+
+
 def refused_share(unknown_probabilities: Sequence[float], threshold: float) -> float:
     """The share of unknown people a threshold says "I don't know" to."""
     return sum(p < threshold for p in unknown_probabilities) / len(unknown_probabilities) if unknown_probabilities \
@@ -126,6 +147,9 @@ def build_parser():
                         help="finetuned model folders that answer with this calibration and threshold")
     parser.add_argument("--keep_right", type=float, default=0.95,
                         help="the threshold keeps this share of the held-out right answers (default 0.95)")
+    parser.add_argument("--precision", type=float,
+                        help="instead of --keep_right: the lowest threshold at which the held-out answers it lets "
+                        "through are at least this share right (make best: 0.95)")
     parser.add_argument("--refuse_unknown", type=float, default=0.9,
                         help="the threshold rises where needed so that at least this share of the unknown people "
                         "get \"I don't know\" (default 0.9)")
@@ -150,9 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .predict import ask_all
 
-    for flag, share in (("--keep_right", args.keep_right), ("--refuse_unknown", args.refuse_unknown)):
-        if not 0 <= share <= 1 or (flag == "--keep_right" and share == 0):
-            raise UsageError(f"{flag} {share}: a share in {'(0, 1]' if flag == '--keep_right' else '[0, 1]'}")
+    for flag, share in (("--keep_right", args.keep_right), ("--refuse_unknown", args.refuse_unknown),
+                        ("--precision", args.precision)):
+        if share is not None and (not 0 <= share <= 1 or (flag != "--refuse_unknown" and share == 0)):
+            raise UsageError(f"{flag} {share}: a share in {'[0, 1]' if flag == '--refuse_unknown' else '(0, 1]'}")
     check_not_input({"--results_path": args.results_path},
                     {"--holdout": args.holdout, "--unknown": args.unknown, **{
                         f"--model_name_or_path/--save_to {i}": f for i, f in
@@ -179,7 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fitted.probability(name_logprob=result["name_score"], output_logprob=output_logprob(result))
 
     right = [r["answer"] == g for r, g in zip(asked_held, gold, strict=True)]
-    threshold = choose_keep_threshold([p(r) for r, c in zip(asked_held, right, strict=True) if c], args.keep_right)
+    if args.precision is None:
+        threshold = choose_keep_threshold([p(r) for r, c in zip(asked_held, right, strict=True) if c], args.keep_right)
+    else:
+        threshold = choose_precision_threshold([p(r) for r in asked_held], right, args.precision)
     raised = threshold is not None and refused_share([p(r) for r in asked_unknown], threshold) < args.refuse_unknown
     if raised:  # the unknown people win: answering strangers is worse than missing some right answers
         threshold = refusing_threshold([p(r) for r in asked_unknown], args.refuse_unknown)
@@ -198,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({n_right} right, {100 * measured['holdout_right_kept']:.1f}% of the right ones)"
           if threshold is not None else "held-out: no right answer, no threshold")
     print(f"unknown people: {unknown_answered}/{len(asked_unknown)} answered at that threshold")
-    abstention = {"rule": "keep_right", "keep_right": args.keep_right, "refuse_unknown": args.refuse_unknown,
+    rule = {"rule": "keep_right", "keep_right": args.keep_right} if args.precision is None else {
+        "rule": "precision", "precision": args.precision}
+    abstention = {**rule, "refuse_unknown": args.refuse_unknown,
                   "raised_for_unknown": raised, **measured}
     for folder in args.save_to:
         save_calibration(folder, calibration, threshold, abstention)

@@ -4,9 +4,11 @@ their finetuning rate on held-out training questions, how (`chargpt/recipes/reci
 A file holds `purpose` (one line for `--help`), the sections `pretrain`, `finetune` and `evaluate` (flag values of
 train_pretrain.py, train_finetune.py and evaluate_birthplace.py), and where it needs them `finetune_from_scratch`
 (over `finetune` for a model without pretraining), `pretrain_by_position` (position encoding -> values over
-`pretrain` for a model of that encoding), `needs` (stage -> flag -> why the run must give it) and
-`selection` (`holdout` questions and the `learning_rates` to choose from). `reference.yaml` is the assignment; every
-other recipe is read over it. A file is plain data: `yaml.safe_load`, nothing executed.
+`pretrain` for a model of that encoding), `needs` (stage -> flag -> why the run must give it), `selection`
+(`holdout` questions and the `learning_rates` to choose from) and `confidence` (flags of
+`chargpt.evaluation.calibrate`: the confidence the final model shows and its "I don't know" threshold).
+`reference.yaml` is the assignment; every other recipe is read over it. A file is plain data: `yaml.safe_load`,
+nothing executed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("purpose", "pretrain", "pretrain_by_position", "finetune", "finetune_from_scratch", "evaluate", "needs",
-            "selection")
+            "selection", "confidence")
 
 
 def names() -> tuple[str, ...]:

@@ -24,7 +24,8 @@ recitation rows in pretraining"):
      saved into the held-out model and the final model (their pipelines abstain below it) and applied to the final
      model's dev answers. Then the confidence the final model shows: chargpt.evaluation.calibrate fits it on the
      held-out model's answers to the held-out questions and to --unknown_people people no line of wiki.txt mentions
-     (data_scripts.unknown_people, seed 0), and saves it with its "I don't know" threshold into the final model;
+     (data_scripts.unknown_people, seed 0), with the recipe's `confidence` flags (best.yaml: the gated calibration,
+     the threshold for 95% held-out precision), and saves it with its "I don't know" threshold into the final model;
      chargpt.evaluation.known_unknown measures it on dev against as many other unknown people (seed 1).
   5. per seed, with --choose_final_questions: chargpt.recipes.choose_final_questions decides on halves of the
      held-out questions whether the final model should be finetuned on all training questions (step 3's) or only
@@ -239,7 +240,7 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                  # the confidence the final model shows and its "I don't know" (docs/confidence.md), then measured
                  [py, "-m", "chargpt.evaluation.calibrate", "--model_name_or_path", f"{chosen}-finetune", "--holdout",
                   str(chosen.parent / "split" / "holdout.tsv"), "--unknown", unknown["fit"], "--save_to", final,
-                  "--results_path", str(chosen.parent / "calibration.json")],
+                  "--results_path", str(chosen.parent / "calibration.json"), *confidence_flags(opts.recipe)],
                  [py, "-m", "chargpt.evaluation.known_unknown", "--model_name_or_path", final, "--known",
                   str(data / "birth_dev.tsv"), "--unknown", unknown["eval"], "--results_path",
                   str(chosen.parent / "known_unknown.json")]]
@@ -252,6 +253,14 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
             ("dev", "birth_dev.tsv"), ("test", "birth_test_inputs.tsv")]
         cmds += [answer(chosen, split, tsv) for split, tsv in answered]
     return cmds
+
+
+def confidence_flags(recipe: str) -> list[str]:
+    """The recipe's `confidence` section as chargpt.evaluation.calibrate's flags (a true value: the bare flag)."""
+    flags = []
+    for key, value in recipes.load(recipe)["confidence"].items():
+        flags += [f"--{key}"] if value is True else [] if value is False else [f"--{key}", str(value)]
+    return flags
 
 
 def span_flags(opts: argparse.Namespace, wrap: str | None = None) -> list[str]:

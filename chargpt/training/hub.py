@@ -78,6 +78,13 @@ def describe_answering(config: dict[str, Any]) -> str:
                     + (f" ({100 * kept:.1f}% there)" if kept is not None else "")
                     + (f" and answered {chosen['unknown_answered']} of {unknown} people it never read" if unknown
                        else "") + ".")
+    elif threshold is not None and chosen.get("rule") == "precision":
+        reached, unknown = chosen.get("holdout_precision"), chosen.get("unknown_questions")
+        abstains = (f'Below a confidence of {threshold:.3g} it says "I don\'t know", the lowest threshold at which its '
+                    f"answers to held-out training questions were at least {100 * chosen['precision']:g}% right"
+                    + (f" ({100 * reached:.1f}% there)" if reached is not None else "")
+                    + (f"; it answered {chosen['unknown_answered']} of {unknown} people it never read" if unknown
+                       else "") + ".")
     elif threshold is None:
         abstains = "It answers every question: no abstention threshold is saved."
     else:
