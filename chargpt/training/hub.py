@@ -71,18 +71,16 @@ def describe_answering(config: dict[str, Any]) -> str:
                 "probable its output, fitted on held-out training questions"
                 + (f" and {fitted['unknown_questions']} people it never read" if "unknown_questions" in fitted
                    else "") + ".")
-    if threshold is not None and chosen.get("rule") == "keep_right":
-        kept, unknown = chosen.get("holdout_right_kept"), chosen.get("unknown_questions")
-        abstains = (f'Below a confidence of {threshold:.3g} it says "I don\'t know", a threshold that kept '
-                    f"{100 * chosen['keep_right']:g}% of the held-out right answers"
-                    + (f" ({100 * kept:.1f}% there)" if kept is not None else "")
-                    + (f" and answered {chosen['unknown_answered']} of {unknown} people it never read" if unknown
-                       else "") + ".")
-    elif threshold is not None and chosen.get("rule") == "precision":
-        reached, unknown = chosen.get("holdout_precision"), chosen.get("unknown_questions")
-        abstains = (f'Below a confidence of {threshold:.3g} it says "I don\'t know", the lowest threshold at which its '
-                    f"answers to held-out training questions were at least {100 * chosen['precision']:g}% right"
-                    + (f" ({100 * reached:.1f}% there)" if reached is not None else "")
+    rules = {  # calibrate's rules: what the threshold was chosen for, and what it gave on the held-out questions
+        "keep_right": ("a threshold that kept {:g}% of the held-out right answers", "keep_right", "holdout_right_kept"),
+        "precision": ("the lowest threshold at which its answers to held-out training questions were at least {:g}% "
+                      "right", "precision", "holdout_precision")}
+    if threshold is not None and chosen.get("rule") in rules:
+        text, share, there = rules[chosen["rule"]]
+        unknown = chosen.get("unknown_questions")
+        abstains = (f'Below a confidence of {threshold:.3g} it says "I don\'t know", '
+                    + text.format(100 * chosen[share])
+                    + (f" ({100 * chosen[there]:.1f}% there)" if chosen.get(there) is not None else "")
                     + (f"; it answered {chosen['unknown_answered']} of {unknown} people it never read" if unknown
                        else "") + ".")
     elif threshold is None:
