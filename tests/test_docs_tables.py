@@ -428,9 +428,12 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
 
     # the front page: rope at the preset's 50 epochs, learned at 100; docs/results.md: every group, the JSON's order
     link = "| [`--preset best`](docs/reproduce.md#--preset-best)"
+    flops = {rec["name"]: rec["facts"]["pretrain_flops"]
+             for rec in json.loads((RESULTS / "pretraining_flops.json").read_text())["records"]}
     assert [line.split(" | ")[:3] for line in best] == [
-        [f"{link}, {epochs} epochs", variant, dev(groups[variant, epochs])] for variant, epochs in (("rope", 50),
-                                                                                                  ("learned", 100))]
+        [f"{link}, {variant}, {epochs} epochs", dev(groups[variant, epochs]),
+         f"{flops[f'--preset best, {variant}, {epochs} epochs']:.2g}"] for variant, epochs in (("rope", 50),
+                                                                                               ("learned", 100))]
     assert [(r["variant"], re.search(r"\((\d+) epochs", r["recipe"])[1]) for r in best_rows] == [
         (f"{variant}, 4 layers × 256 dims (**the reference size**)", str(epochs)) for variant, epochs in groups]
     assert all(r["dev"].startswith(dev(seeds).split(", ")[0])
@@ -539,7 +542,7 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
 
     reference, recite = fast_rows(Results())
     assert recite["hardware"] == "1 H100, fp32"
-    assert [line.split(" | ")[2] for line in front_rows(Results()) if "then recite" in line] == [
+    assert [line.split(" | ")[1] for line in front_rows(Results()) if "then recite" in line] == [
         "81.0%, 1 seed"]  # the recite row on the front page, not the reference finetuning's
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
