@@ -72,6 +72,12 @@ class PretrainDataArguments:
         metadata={"help": "With --mixed_qa_corpus_path: each name prompt appears this many times per mixed epoch "
                   "(the QA share of the epoch; Allen-Zhu & Li found a higher share better)."},
     )
+    mixed_document_repeats: int = field(
+        default=1,
+        metadata={"help": "With --mixed_qa_corpus_path (not in the reference): each document appears this many times "
+                  "per mixed epoch, the questions --mixed_qa_repeats times: more passes over the documents, which "
+                  "alone teach the dev and test people, for the same passes over the questions."},
+    )
     mixed_qa_format: str = field(
         default="prompt",
         metadata={"help": "With --mixed_qa_corpus_path: what each question becomes. 'prompt': the finetuning name "
@@ -118,7 +124,8 @@ class PretrainDataArguments:
 
     def qa_options(self) -> dict[str, int | str]:
         """The options of mixed training set away from their defaults (for the checks and the model card)."""
-        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_qa_format": self.mixed_qa_format,
+        values = {"mixed_qa_repeats": self.mixed_qa_repeats, "mixed_document_repeats": self.mixed_document_repeats,
+                  "mixed_qa_format": self.mixed_qa_format,
                   "recitation_chars": self.recitation_chars, "skip_recited_documents": self.skip_recited_documents}
         defaults = {f.name: f.default for f in fields(self) if f.name in values}
         return {name: value for name, value in values.items() if value != defaults[name]}
@@ -126,8 +133,9 @@ class PretrainDataArguments:
 
 def check_flags(data_args: PretrainDataArguments, model_args: ModelArguments, args: TrainingArguments) -> None:
     """Every check of this script's flags, in one place (`parse_args` runs it): each a one-line UsageError."""
-    if data_args.mixed_qa_repeats < 1:
-        raise UsageError(f"--mixed_qa_repeats must be at least 1, got {data_args.mixed_qa_repeats}")
+    for name in ("mixed_qa_repeats", "mixed_document_repeats"):
+        if getattr(data_args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(data_args, name)}")
     if data_args.corruption_spec not in CORRUPTION_SPECS:
         raise UsageError(f"--corruption_spec {data_args.corruption_spec!r}: choose one of "
                          f"{', '.join(CORRUPTION_SPECS)}")
@@ -187,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset, corruption = span_corruption_dataset(docs, tokenizer, block, seed=args.seed,
                                                   objective=data_args.objective, spec=data_args.corruption_spec)
     if prompts is not None:
-        order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats)
+        order = mixed_order(len(dataset), len(prompts), data_args.mixed_qa_repeats, data_args.mixed_document_repeats)
         dataset = InterleavedDataset(dataset, prompts, order)
         mixed = {"mixed_qa": path, "mixed_name_prompts": len(prompts), **data_args.qa_options()}
     examples = len(dataset)

@@ -88,11 +88,16 @@ def test_even_order_with_repeats_is_the_even_interleaving_of_repeated_passes():
     big = mixed_order(2938, 2000, repeats=3)
     assert [k for s, k in big if s == 0] == list(range(2938))
     assert [k for s, k in big if s == 1] == list(range(2000)) * 3  # three passes, each prompt in every one
+    twice = mixed_order(3, 2, document_repeats=2)  # --mixed_document_repeats 2: the documents' two passes
+    assert twice == [(s, k % 3 if s == 0 else k) for s, k in even_interleaving(6, 2)]
+    assert [k for s, k in twice if s == 0] == [0, 1, 2, 0, 1, 2]
 
 
 def test_bad_orders_are_refused():
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         mixed_order(3, 2, 0)
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        mixed_order(3, 2, document_repeats=0)
     with pytest.raises(ValueError, match="outside the sources"):
         InterleavedDataset([1, 2], [3], order=[(0, 0), (1, 1)])
 

@@ -309,6 +309,26 @@ def test_skip_recited_documents(world, tmp_path, monkeypatch):
     assert "| skip_recited_documents | True |" in (tmp_path / "skip" / "README.md").read_text()
 
 
+def test_mixed_document_repeats(world, tmp_path, monkeypatch):
+    """--mixed_document_repeats 2: every document twice per epoch, each recitation row once, and the model card
+    says so."""
+    seen = spy_on_train(monkeypatch, train_pretrain)
+    tsv = world / "birth_places_train.tsv"
+    argv = pretrain_args(world, tmp_path / "twice", "--max_steps", "1", "--mixed_qa_corpus_path", str(tsv),
+                         "--mixed_qa_format", "recite", "--mixed_document_repeats", "2")
+    assert run_cli(train_pretrain.main, argv) == 0
+    n_docs = len(load_pretrain_corpus(world / "wiki.txt")[1])
+    order = seen["dataset"].order
+    assert sorted(k for source, k in order if source == 0) == sorted(list(range(n_docs)) * 2)
+    assert sorted(k for source, k in order if source == 1) == list(range(40))
+    assert "| mixed_document_repeats | 2 |" in (tmp_path / "twice" / "README.md").read_text()
+
+
+def test_mixed_document_repeats_needs_questions(world, tmp_path, capsys):
+    assert run_cli(train_pretrain.main, pretrain_args(world, tmp_path / "bad", "--mixed_document_repeats", "2")) == 1
+    assert "--mixed_document_repeats needs --mixed_qa_corpus_path" in capsys.readouterr().err
+
+
 def test_skip_recited_documents_needs_recitation_rows(world, tmp_path, capsys):
     argv = pretrain_args(world, tmp_path / "bad", "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
                          "--skip_recited_documents", "True")
