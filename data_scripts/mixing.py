@@ -36,8 +36,8 @@ def even_interleaving(n_first: int, n_second: int) -> list[tuple[int, int]]:
 def mixed_order(n_documents: int, n_prompts: int, repeats: int = 1, document_repeats: int = 1) -> list[tuple[int, int]]:
     """One pretraining epoch as ``(source, index)`` pairs: ``document_repeats`` passes over the documents (source 0)
     and ``repeats`` passes over the prompts (source 1), spread evenly (`even_interleaving` of
-    ``document_repeats * n_documents`` and ``repeats * n_prompts`` items; both 1 is exactly it), so an item's copies
-    are 1/repeats of an epoch apart."""
+    ``document_repeats * n_documents`` and ``repeats * n_prompts`` items; both 1 is exactly it), so a prompt's copies
+    are 1/repeats of an epoch apart and a document's 1/document_repeats."""
     if repeats < 1 or document_repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats} and {document_repeats}")
     return [(s, k % n_prompts if s else k % n_documents)

@@ -327,6 +327,10 @@ def test_mixed_document_repeats(world, tmp_path, monkeypatch):
 def test_mixed_document_repeats_needs_questions(world, tmp_path, capsys):
     assert run_cli(train_pretrain.main, pretrain_args(world, tmp_path / "bad", "--mixed_document_repeats", "2")) == 1
     assert "--mixed_document_repeats needs --mixed_qa_corpus_path" in capsys.readouterr().err
+    argv = pretrain_args(world, tmp_path / "zero", "--mixed_qa_corpus_path", str(world / "birth_places_train.tsv"),
+                         "--mixed_document_repeats", "0")
+    assert run_cli(train_pretrain.main, argv) == 1
+    assert "--mixed_document_repeats must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_skip_recited_documents_needs_recitation_rows(world, tmp_path, capsys):
