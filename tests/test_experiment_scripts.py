@@ -587,8 +587,9 @@ def _stage_settings(recipe, opts) -> dict[str, list[dict]]:
 
 
 def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(monkeypatch):
-    """`make best` = `chargpt.recipes.recite --recipe best` into out/best unless told otherwise, the seeds and the
-    variant passed through; every value its stages resolve to is what the block-160 commands of
+    """`make best` = `chargpt.recipes.recite --recipe best-fast`, and with RECIPE=best `--recipe best`, into out/best
+    unless told otherwise, the seeds and the variant passed through; every value RECIPE=best's stages resolve to is
+    what the block-160 commands of
     results/recitation_chars_cpu.json resolved to, and its answers (the selection's and the final model's) are
     those their final models were measured with: from the recitation, continued, 4 beams, three rules."""
     recipe = importlib.import_module("chargpt.recipes.recite")
@@ -604,10 +605,11 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
         lines = run_ok(["make", "-n", "best", "DATA=d", *variables]).replace("\\\n", " ").splitlines()
         return " ".join(next(line for line in lines if "chargpt.recipes.recite" in line).split())
 
-    command = planned("SEEDS=0,1", "VARIANT=learned")
+    assert "--out_dir out/best --recipe best-fast --seeds 0 " in planned()  # make best: the third of the compute
+    command = planned("SEEDS=0,1", "VARIANT=learned", "RECIPE=best")
     assert "-m chargpt.recipes.recite --data_dir d --out_dir out/best --recipe best --seeds 0,1 --variant learned" \
         in command
-    best = _stage_settings(recipe, parsed(planned("SEEDS=0,1")))  # rope
+    best = _stage_settings(recipe, parsed(planned("SEEDS=0,1", "RECIPE=best")))  # rope
     measured = [run for run in json.loads((ROOT / "results" / "recitation_chars_cpu.json").read_text())["records"]
                 if run["facts"]["part"] == "reference size, block 160"]
     assert len(measured) >= 2
@@ -622,7 +624,7 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
         assert _stage_settings(recipe, parsed(planned(*shlex.split(run)[2:]))) == _stage_settings(
             recipe, parsed(command)), run
     assert recipe.settled(parsed(command)).pretrain_epochs == 100 and recipe.settled(
-        parsed(planned("SEEDS=0,1"))).pretrain_epochs == 50
+        parsed(planned("SEEDS=0,1", "RECIPE=best"))).pretrain_epochs == 50
     assert {run["facts"]["epochs"] for run in made} == {50, 100}
     for run in made:  # each recorded command still runs as many epochs as its row measured
         assert recipe.settled(parsed(planned(*shlex.split(run["command"])[2:]))).pretrain_epochs == \
@@ -641,8 +643,8 @@ def test_make_best_runs_recipes_best_which_is_the_recipe_of_the_measured_rows(mo
     # RESUME=1: the pretraining stage goes on from its latest checkpoint (chargpt.recipes.reproduce --resume)
     pretraining = [next(step for step in recipe.commands(parsed(planned(*resume)))
                         if step[1:3] == ["-m", "chargpt.recipes.reproduce"]) for resume in ([], ["RESUME=1"])]
-    assert "--resume" not in pretraining[0] and pretraining[1] == [*pretraining[0][:-2], "--resume",
-                                                                    *pretraining[0][-2:]]
+    assert "--resume" not in pretraining[0] and "--resume" in pretraining[1]
+    assert [arg for arg in pretraining[1] if arg != "--resume"] == pretraining[0]
     # and the rate selection's finetunings run again over what the stopped run left (chargpt.recipes.select_finetune_lr
     # --resume)
     selections = [[step for step in recipe.commands(parsed(planned(*resume))) if "--final" in step]
@@ -898,3 +900,49 @@ def test_recite_recipe_runs_the_documented_steps_and_summarises_every_seed(tmp_p
             recipe.check(recipe.build_parser().parse_args([*cmd[2:], *bad]))
         assert says in str(stopped.value.code) and "\n" not in str(stopped.value.code)
 
+
+
+def test_best_fast_answers_with_the_pretrained_model_and_finetunes_nothing(tmp_path, monkeypatch, capfd):
+    """best-fast (`make best`): its only rate is 0, no finetuning. The pretraining runs without the plain finetuning
+    column; the held-out model and the final model are the pretrained model's weights with the recipe's answering
+    choices saved; the held-out model's dev answers are the final model's, copied; the table says no rate was used."""
+    world = tmp_path / "world"
+    write_synthetic_corpus(world, n_people=60, n_train=30, n_dev=12, n_test=8, seed=0)
+    out = tmp_path / "best"
+    args = ["--data_dir", str(world), "--out_dir", str(out), "--recipe", "best-fast", "--pretrain_epochs", "1",
+            "--n_embd", "16", "--holdout", "10", "--threads", "1", "--extra", "--max_steps 2 --report_to none",
+            "--pretrain_extra", "--n_layer 1 --n_head 2", "--unknown_people", "6"]
+    recipe = importlib.import_module("chargpt.recipes.recite")
+    planned = [shlex.join(c) for c in recipe.commands(recipe.build_parser().parse_args(args))]
+    assert planned[1].endswith("--pretrain_only") and "--learning_rates 0 " in planned[2]
+    launched = stages_in_process(monkeypatch)
+    assert run_script("chargpt/recipes/recite.py", args) == 0
+    assert [Path(a[3]).name for a in launched] == ["train_pretrain.py"]  # no finetuning at all
+    printed = capfd.readouterr().out
+    summary = json.loads((out / "results.json").read_text())
+    (row,) = summary["seeds"]
+    assert row["learning_rate"] == 0 and row["dev_plain_finetuning"] is None and row["pretrain_flops"] > 0
+    assert "| none (the pretrained model) |" in printed and "| — |" in printed
+    select, pretrained = out / "select" / "seed0", out / "pretrain" / "rope-causal-seed0-pretrain"
+    weights = (pretrained / "model.safetensors").read_bytes()
+    for model in ("lr0-finetune", "final-finetune"):
+        assert (select / model / "model.safetensors").read_bytes() == weights
+        assert not (select / model / "checkpoints").exists()
+        answering = json.loads((select / model / "config.json").read_text())["answering"]
+        assert answering["answer_from_recitation"] is True and answering["recitation_beams"] == 4
+    assert "its dev answers copied from" in printed
+    assert (select / "lr0.dev.predictions").read_text() == (select / "final.dev.predictions").read_text()
+    assert json.loads((select / "selection.json").read_text())["final"]["finetune_seconds"] == 0.0
+
+
+def test_rate_zero_is_no_finetuning_and_needs_a_reciting_pretrained_model(tmp_path):
+    select = importlib.import_module("chargpt.recipes.select_finetune_lr")
+    assert select.parse_rates("0,1e-4") == [0.0, 1e-4]
+    with pytest.raises(SystemExit, match="positive or 0"):
+        select.parse_rates("-1e-4")
+    from modeling_chargpt import CharGPTConfig
+    plain = tmp_path / "plain"
+    CharGPTConfig(vocab_size=8, block_size=16, n_layer=1, n_head=1, n_embd=8).save_pretrained(plain)
+    with pytest.raises(SystemExit, match="not pretrained on recitation rows"):
+        select.as_answering(plain, tmp_path / "out", ["--answer_from_recitation", "True"])
+    assert not (tmp_path / "out").exists()

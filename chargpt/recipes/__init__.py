@@ -5,7 +5,8 @@ A file holds `purpose` (one line for `--help`), the sections `pretrain`, `finetu
 train_pretrain.py, train_finetune.py and evaluate_birthplace.py), and where it needs them `finetune_from_scratch`
 (over `finetune` for a model without pretraining), `pretrain_by_position` (position encoding -> values over
 `pretrain` for a model of that encoding), `needs` (stage -> flag -> why the run must give it), `selection`
-(`holdout` questions and the `learning_rates` to choose from) and `confidence` (flags of
+(`holdout` questions, the `learning_rates` to choose from, 0 for none, and `plain_finetuning: false` to skip the
+reference finetuning kept for comparison) and `confidence` (flags of
 `chargpt.evaluation.calibrate`: the confidence the final model shows and its "I don't know" threshold).
 `reference.yaml` is the assignment; every other recipe is read over it. A file is plain data: `yaml.safe_load`,
 nothing executed.

@@ -3,8 +3,11 @@
 giving the held-out questions and the rates to choose from. The recipes with one:
   recite-cpu (the default): the CPU frontier of docs/results-recitation.md (4 layers x 128 dims, 76 epochs of
     uncorrupted documents and recitation rows, fp32), whose three seeds answered about half of dev;
-  best: the same at the reference size, 50 epochs in a 160-character block, answering from the best of 4 beam
-    recitations with three decoding rules (`make best`);
+  best-fast (`make best`): the reference size in a 160-character block, 12 shuffled epochs with every document
+    three times an epoch, answering from the best of 4 beam recitations with three decoding rules; its only rate is
+    0, no finetuning: the pretrained model (which never saw the held-out questions) is the final model;
+  best: the same answering after 50 epochs of best.yaml's pretraining, then a finetuning whose rate it chooses
+    (`make best RECIPE=best`);
   faithful-recite: the assignment's pretraining unchanged (span corruption, 650 epochs: minutes on a GPU, hours on
     a CPU), then recite (docs/results.md, "On the fast path, then recite"): no questions in pretraining, so no
     split step.
@@ -15,9 +18,12 @@ recitation rows in pretraining"):
   1. chargpt.recipes.select_finetune_lr --split_only (a recipe whose pretraining needs the questions): --holdout
      training questions set aside, never seen in pretraining;
   2. chargpt.recipes.reproduce: each seed pretrained by the recipe, on the other training questions where it mixes
-     them in (and, as a comparison, finetuned the reference way: the "plain finetuning" column);
+     them in (and, as a comparison, finetuned the reference way: the "plain finetuning" column, unless the recipe's
+     selection says `plain_finetuning: false`);
   3. chargpt.recipes.select_finetune_lr --final per seed: the `--recite True` rate chosen on the held-out
-     questions, then the finetuning on all training questions, dev and test predictions.
+     questions, then the finetuning on all training questions, dev and test predictions. Rate 0 is no finetuning:
+     the pretrained model with the recipe's answering saved, held-out model and final model alike (the held-out
+     model's dev answers are then the final model's, copied).
   4. per seed, unless --no_confidence (docs/confidence.md): the held-out model at the chosen rate (kept by
      step 3's --keep_models; it never saw the held-out questions) answers dev, and chargpt.evaluation.abstention chooses
      the threshold for --target_precision on the held-out questions and applies it to dev; the same threshold is
@@ -43,6 +49,7 @@ import functools
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -140,6 +147,7 @@ same
                 "answer_from_recitation": answering.get("answer_from_recitation", False),
                 "continue_recitation": answering.get("continue_recitation", False),
                 "mixes_questions": "mixed_qa_corpus_path" in recipe["needs"].get("pretrain", {}),
+                "plain_finetuning": recipe["selection"].get("plain_finetuning", True),
                 "mixed_precision": None, "n_embd": None}  # not given: the recipe's, through --preset
     given = {key: value for key, value in vars(opts).items() if value is not None}
     return argparse.Namespace(**{**defaults, **given})
@@ -209,7 +217,8 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
              str(opts.pretrain_epochs), "--skip_baselines", "--threads", str(opts.threads), "--extra", both,
              "--pretrain_extra", pretrain, *again,
              # the "plain finetuning" column finetunes the reference way, whatever the recipe's finetuning does
-             *(["--finetune_extra", "--recite False"] if recipes.load(opts.recipe)["finetune"].get("recite") else [])]]
+             *(["--pretrain_only"] if not opts.plain_finetuning else ["--finetune_extra", "--recite False"]
+               if recipes.load(opts.recipe)["finetune"].get("recite") else [])]]
     for seed in seeds:
         cmds.append([py, "-m", "chargpt.recipes.select_finetune_lr", "--model_name_or_path",
                      str(pretrained_model(opts, seed)),
@@ -294,6 +303,22 @@ def resolve(opts: argparse.Namespace, cmd: list[str]) -> list[str]:
     return cmd
 
 
+def copied_answers(cmd: list[str]) -> bool:
+    """Where the chosen rate is 0 (no finetuning) the held-out model and the final model are one pretrained model
+    with the same answering choices, so the held-out model's dev answers are the final model's, which step 3 wrote:
+    they are copied, not computed again (minutes of a CPU). False (nothing done) for every other step."""
+    if step_name(cmd) != "evaluate_birthplace.py":
+        return False
+    model, written = Path(cmd[cmd.index("--model_name_or_path") + 1]), cmd[cmd.index("--outputs_path") + 1]
+    final = model.parent / "final.dev.predictions"
+    if model.name != "lr0-finetune" or Path(written).name != "lr0.dev.predictions" or not final.is_file():
+        return False
+    for path in model.parent.glob(f"{final.name}*"):
+        shutil.copy2(path, written + path.name[len(final.name):])
+    print(f"  the final model is this model: its dev answers copied from {final}", flush=True)
+    return True
+
+
 def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
     """Every seed's pretraining time, stored places, chosen rate, held-out and dev scores (plain and reciting), and
     the mean."""
@@ -311,7 +336,8 @@ def summarise(opts: argparse.Namespace, cmds: list[list[str]]) -> dict:
         rows.append({"seed": seed, "pretrain_seconds": plain[seed]["pretrain_seconds"], "stored": recalled,
                      "stored_of": found,
                      "learning_rate": sel["chosen_learning_rate"], "holdout": chosen["holdout"]["accuracy"],
-                     "dev_plain_finetuning": plain[seed]["dev"]["accuracy"], "dev": final["dev"]["accuracy"],
+                     "dev_plain_finetuning": plain[seed].get("dev", {}).get("accuracy"),
+                     "dev": final["dev"]["accuracy"], "pretrain_flops": plain[seed].get("pretrain_flops"),
                      "dev_correct": final["dev"]["correct"], "dev_total": final["dev"]["total"],
                      "selection_seconds": sel["total_seconds"],
                      "dev_predictions": final["dev"]["predictions"],
@@ -380,13 +406,21 @@ def _final_questions(row: dict) -> str:
     return f", final model on {which} (held-out halves {found['mixed']} vs {found['all']})"
 
 
+def _rate(rate: float) -> str:
+    return f"{rate:g}" if rate else "none (the pretrained model)"
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}%"
+
+
 def table(summary: dict) -> str:
     lines = ["| seed | pretraining | dev places stored (probe) | chosen lr | held-out | dev, plain finetuning | "
              "dev, recite then answer | held-out model abstaining on dev: precision / coverage |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["seeds"]:
         lines.append(f"| {r['seed']} | {r['pretrain_seconds'] / 60:.1f} min | {r['stored']} of {r['stored_of']} | "
-                     f"{r['learning_rate']:g} | {r['holdout']:.1f}% | {r['dev_plain_finetuning']:.1f}% | "
+                     f"{_rate(r['learning_rate'])} | {r['holdout']:.1f}% | {_percent(r['dev_plain_finetuning'])} | "
                      f"{r['dev']:.1f}% ({r['dev_correct']}/{r['dev_total']}){_final_questions(r)} | "
                      f"{_abstaining(r)} |")
     spread = f" ± {summary['dev_std']:.1f}" if summary["dev_std"] is not None else ""
@@ -450,7 +484,7 @@ def main() -> None:
     for i, cmd in enumerate(cmds):
         cmds[i] = cmd = resolve(opts, cmd)
         print(f"[recite {i + 1}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
-        status, interrupted = run_step(cmd)
+        status, interrupted = (0, False) if copied_answers(cmd) else run_step(cmd)
         if interrupted:
             sys.exit(f"interrupted: step {i + 1} of {len(cmds)} ({step_name(cmd)}) stopped with exit status {status}")
         if status != 0:

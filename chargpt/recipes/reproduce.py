@@ -106,10 +106,11 @@ def script_path(script: str) -> str:
     return spec.origin
 
 
-def flops(pretrained: Path, finetuned: Path) -> dict[str, float]:
+def flops(pretrained: Path, finetuned: Path, stages: Sequence[str] = ("pretrain", "finetune")) -> dict[str, float]:
     """The training FLOPs each stage's train_results.json counts (chargpt/training/flops.py), where it counts them."""
-    found = {f"{stage}_flops": json.loads((folder / "train_results.json").read_text()).get("train_flops")
-             for stage, folder in (("pretrain", pretrained), ("finetune", finetuned))}
+    folders = {"pretrain": pretrained, "finetune": finetuned}
+    found = {f"{stage}_flops": json.loads((folders[stage] / "train_results.json").read_text()).get("train_flops")
+             for stage in stages}
     return {key: value for key, value in found.items() if value is not None}
 
 
@@ -230,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "evaluated (one run gives several points of an accuracy-vs-compute curve).")
     parser.add_argument("--skip_baselines", action="store_true",
                         help="Only the pretrained variants (no London baseline, no finetuning from scratch).")
+    parser.add_argument("--pretrain_only", action="store_true",
+                        help="Pretrain each seed, then stop: no finetuning, no evaluation (a recipe whose pretrained "
+                        "model is its answer, e.g. best-fast, measures it on held-out questions itself).")
     parser.add_argument("--resume", action="store_true",
                         help="Go on with a stopped run in the same --out_dir: each pretraining that finished is kept, "
                         "one stopped with a checkpoint (Ctrl-C, a crash, a session's end) continues from its latest "
@@ -394,7 +398,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         # with the fast path every seed of the variant at once (each member's folder, its share of the seconds)
         together = pretrain_together(opts, wiki, out, f"{position}-{attention}-seeds",
                                      [*variant, "--disable_tqdm", "True", *pretrain_flags, *extra], seeds)
-        finetuned = finetune_together(opts, wiki, train_tsv, out, f"{position}-{attention}-seeds", together,
+        finetuned = finetune_together(opts, wiki, train_tsv, out, f"{position}-{attention}-seeds",
+                                      {} if opts.pretrain_only else together,
                                       finetune_flags)
         for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
@@ -414,8 +419,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                opts.threads, opts.resume), out / f"{tag}-finetune.log")
                 return fin_dir, seconds
 
-            fin_dir, t_fin = finetuned[seed] if seed in finetuned else finetune(pre_dir, name)
             epochs = json.loads((pre_dir / "train_results.json").read_text())["epoch"]
+            if opts.pretrain_only:
+                report({"name": name, "position": position, "attention": attention, "seed": seed,
+                        "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1),
+                        "train_seconds": round(t_pre, 1),
+                        **flops(pre_dir, pre_dir, ("pretrain",)), **resumed})
+                continue
+            fin_dir, t_fin = finetuned[seed] if seed in finetuned else finetune(pre_dir, name)
             row = {"name": name, "position": position, "attention": attention, "seed": seed,
                    "pretrain_epochs": epochs, "pretrain_seconds": round(t_pre, 1), "finetune_seconds": round(t_fin, 1),
                    "train_seconds": round(t_pre + t_fin, 1), **flops(pre_dir, fin_dir), **resumed,

@@ -27,9 +27,12 @@ from pathlib import Path
 import evaluate_birthplace
 from chargpt.recipes.reproduce import check_stage_flags, evaluate, finetune_command, run
 from chargpt.training.cli import command_line
+from chargpt.training.export import save_answering
 from chargpt.training.files import atomic_write_json
 from chargpt.training.outputs import UsageError, check_not_input
 from data_scripts import DataFileError, load_qa_tsv
+from modeling_chargpt import CharGPTConfig
+from modeling_chargpt.answering import DECODING_CHOICES, AnsweringSettings, QuestionError
 
 
 def shuffled(n: int, seed: int) -> list[int]:
@@ -60,13 +63,39 @@ def split_questions(train_tsv: Path, holdout: int, seed: int, out: Path) -> tupl
 
 
 def parse_rates(text: str) -> list[float]:
+    """The rates to try; 0 is "no finetuning" (a rate of 0 would leave every weight as it is, so no step runs)."""
     try:
         rates = [float(r) for r in text.split(",") if r.strip()]
     except ValueError:
         sys.exit(f"--learning_rates {text!r}: expected comma-separated numbers, e.g. 3e-5,7.5e-5,1.5e-4")
-    if not rates or any(r <= 0 for r in rates) or len(set(rates)) != len(rates):
-        sys.exit(f"--learning_rates {text!r}: expected distinct positive numbers")
+    if not rates or any(r < 0 for r in rates) or len(set(rates)) != len(rates):
+        sys.exit(f"--learning_rates {text!r}: expected distinct numbers, positive or 0 (no finetuning)")
     return rates
+
+
+def as_answering(model: Path, out_dir: Path, judged: list[str]) -> Path:
+    """Rate 0: the pretrained model itself, copied to `out_dir` (its files, not its checkpoints) with the answering
+    choices of `judged` (evaluate_birthplace.py flags) saved in its config and card, as a finetuning saves them, so
+    that it answers through the pipeline as it was measured. Only a model pretrained on recitation rows can."""
+    config = CharGPTConfig.from_pretrained(model)
+    if config.answer_format != "recite":
+        sys.exit(f"--learning_rates 0: {model} was not pretrained on recitation rows (answer_format "
+                 f"{config.answer_format!r}), so it cannot answer without finetuning")
+    _, decoding = evaluate_birthplace.build_parser().parse_args_into_dataclasses(["--eval_corpus_path", "-", *judged])
+    chosen = {name: getattr(decoding, name) for name in DECODING_CHOICES}
+    settings = AnsweringSettings.of(config).choosing(**chosen)
+    try:
+        settings.check()
+    except QuestionError as err:
+        sys.exit(f"--eval_extra: {err}")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    for path in model.iterdir():
+        if path.is_file():
+            shutil.copy2(path, out_dir / path.name)
+    save_answering(out_dir, settings.to_config())
+    return out_dir
 
 
 def best_rate(points: list[dict]) -> float:
@@ -162,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def finetune(tsv: Path, lr: float, tag: str) -> tuple[Path, float]:
         fin_dir = out / f"{tag}-finetune"
+        if lr == 0:  # no finetuning: the pretrained model answers as it is (it never saw the held-out questions)
+            return as_answering(model, fin_dir, judged), 0.0
         seconds = run(finetune_command(wiki, tsv, model, fin_dir, opts.seed, [*extra, "--learning_rate", repr(lr)],
                                        opts.threads, opts.resume), out / f"{tag}-finetune.log")
         return fin_dir, seconds
