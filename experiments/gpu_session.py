@@ -2,7 +2,7 @@
 
     python experiments/gpu_session.py prepare            # here, once: the data and the wheels the device lacks, .gpu/
     python experiments/gpu_session.py reproduce --bench  # on the device, .gpu/ beside it: a benchmark, then reproduce
-    python experiments/gpu_session.py best               # `make best` for each seed of --seeds, all at once
+    python experiments/gpu_session.py best               # `make best RECIPE=best` for each seed of --seeds, all at once
     python experiments/gpu_session.py commands [MODE]    # the Python commands a mode runs (the tests parse them)
 
 `reproduce` is `make reproduce SEEDS=0,1,2 SYNTH=1` on the fast path with the three-seed flags that
@@ -10,9 +10,10 @@ experiments/benchmarks/choose_fast_flags.py finds fastest (in this call's benchm
 unless --repro_pretrain is given, even empty -> reproduce_results.json and .md (rewritten after every row, so what
 finished comes back), reproduce_outputs.tar.gz. `best` runs chargpt.recipes.recite --recipe best for each seed in a
 process group of its own; a pretrained model comes back once saved (pretrained-seedS.tar: `tar xf` it under
-out/DIR/pretrain, then `make best ... RECITE_OUT=out/DIR RESUME=1`). At --budget, or on Ctrl-C or SIGTERM, each group
-gets SIGINT: a pretraining still running saves a checkpoint, sent in 15 MB parts (`cat` them into `tar xz` under its
-checkpoints/; RESUME=1 goes on from it). All output also goes to OUT/session.log; nothing starts past the budget.
+out/DIR/pretrain, then `make best RECIPE=best ... RECITE_OUT=out/DIR RESUME=1`). At --budget, or on Ctrl-C or
+SIGTERM, each group gets SIGINT: a pretraining still running saves a checkpoint, sent in 15 MB parts (`cat` them into
+`tar xz` under its checkpoints/; RESUME=1 goes on from it). All output also goes to OUT/session.log; nothing starts
+past the budget.
 """
 
 from __future__ import annotations

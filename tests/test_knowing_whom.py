@@ -380,3 +380,48 @@ def test_the_known_unknown_command_writes_its_record_and_plot(calibrated, world,
     argv[argv.index("--results_path") + 1] = str(unknown)
     assert run_cli(known_unknown.main, argv) == 1
     assert "--results_path" in capsys.readouterr().err and len(unknown.read_text().splitlines()) == 8
+
+
+def test_known_and_held_out_answers_read_from_an_evaluations_records_are_the_ones_asked_again(
+        calibrated, world, tmp_path):  # noqa: F811
+    """known_unknown --known_records and calibrate --holdout_records read the answers an evaluation of the same model
+    wrote instead of asking again (make best saves minutes so): every number they write is the same."""
+    from chargpt.evaluation import calibrate, known_unknown
+
+    dev = world / "birth_dev.tsv"
+    records = tmp_path / "dev.predictions.records.jsonl"
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(calibrated), "--eval_corpus_path", str(dev),
+                                             "--outputs_path", str(tmp_path / "dev.predictions")]) == 0
+    unknown = tmp_path / "unknown.tsv"
+    assert unknown_main(["--wiki", str(world / "wiki.txt"), "--train", str(world / "birth_places_train.tsv"),
+                         "--out", str(unknown), "--n", "6", "--kinds", "other_world", "--world_seed", "4"]) == 0
+    measured = {}
+    for way, more in (("asked", []), ("read", ["--known_records", str(records)])):
+        argv = ["--model_name_or_path", str(calibrated), "--known", str(dev), "--unknown", str(unknown),
+                "--results_path", str(tmp_path / f"{way}.json"), *more]
+        assert run_cli(known_unknown.main, argv) == 0
+        measured[way] = json.loads((tmp_path / f"{way}.json").read_text())
+    for key in ("known", "unknown", "auroc_shown", "auroc_raw_probability", "auroc_name_score"):
+        assert measured["read"][key] == measured["asked"][key], key
+    assert measured["read"]["known"]["calibrated"] is True  # the saved calibration, not the raw probability
+    # held-out questions some of which it answers right: dev's, every other place set to the model's own answer
+    fitted, held = {}, tmp_path / "held.tsv"
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    held.write_text("".join(f"{r['question']}\t{r['answer'] if i % 2 and r['answer'].strip() else r['gold']}\n"
+                            for i, r in enumerate(rows)), encoding="utf-8")
+    assert run_cli(evaluate_birthplace.main, ["--model_name_or_path", str(calibrated), "--eval_corpus_path", str(held),
+                                             "--outputs_path", str(tmp_path / "held.predictions")]) == 0
+    for way, more in (("asked", []), ("read", ["--holdout_records", str(tmp_path / "held.predictions.records.jsonl")])):
+        argv = ["--model_name_or_path", str(calibrated), "--holdout", str(held), "--unknown", str(unknown),
+                "--results_path", str(tmp_path / f"fit-{way}.json"), *more]
+        assert run_cli(calibrate.main, argv) == 0
+        fitted[way] = json.loads((tmp_path / f"fit-{way}.json").read_text())
+    assert fitted["read"]["calibration"] is not None
+    assert {k: v for k, v in fitted["read"].items() if k != "command"} == {
+        k: v for k, v in fitted["asked"].items() if k != "command"}
+    other = tmp_path / "other.jsonl"  # records of other questions are refused, naming the file and the line
+    lines = records.read_text().splitlines()
+    other.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n")
+    argv = ["--model_name_or_path", str(calibrated), "--known", str(dev), "--unknown", str(unknown), "--known_records",
+            str(other)]
+    assert run_cli(known_unknown.main, argv) == 1

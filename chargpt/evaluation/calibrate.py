@@ -33,6 +33,8 @@ __all__ = ["choose_keep_threshold", "choose_precision_threshold", "fit_logistic"
 def output_logprob(result: dict) -> float:
     """The log-probability of the model's whole output (recitation, if any, and answer) from a `predict.ask_all`
     result."""
+    if "output_logprob" in result:  # read from an evaluation's records (`predict.asked_from_records`)
+        return result["output_logprob"]
     recited = result.get("recitation_score")
     return result["answer_score"].logprob + (recited.logprob if recited is not None else 0.0)
 
@@ -156,6 +158,8 @@ def build_parser():
     parser.add_argument("--gated", action="store_true",
                         help="a gate on the name's familiarity times a regression on the output's log-probability, "
                         "instead of one regression on both (docs/confidence.md measures both on make best's model)")
+    parser.add_argument("--holdout_records", help="the records of an evaluation of this model on --holdout "
+                        "(evaluate_birthplace.py's PREDICTIONS.records.jsonl): read, not asked again")
     parser.add_argument("--results_path", help="write what was fitted and measured here (JSON)")
     parser.add_argument("--batch_size", type=int, default=128)
     return parser
@@ -171,15 +175,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from chargpt.training.files import atomic_write_json
     from chargpt.training.outputs import check_not_input
     from data_scripts import load_qa_tsv
+    from modeling_chargpt.answering import AnsweringSettings
 
-    from .predict import ask_all
+    from .predict import ask_all, asked_from_records
 
     for flag, share in (("--keep_right", args.keep_right), ("--refuse_unknown", args.refuse_unknown),
                         ("--precision", args.precision)):
         if share is not None and (not 0 <= share <= 1 or (flag != "--refuse_unknown" and share == 0)):
             raise UsageError(f"{flag} {share}: a share in {'[0, 1]' if flag == '--refuse_unknown' else '(0, 1]'}")
     check_not_input({"--results_path": args.results_path},
-                    {"--holdout": args.holdout, "--unknown": args.unknown, **{
+                    {"--holdout": args.holdout, "--unknown": args.unknown,
+                     "--holdout_records": args.holdout_records, **{
                         f"--model_name_or_path/--save_to {i}": f for i, f in
                         enumerate([args.model_name_or_path, *args.save_to])}})
     for folder in (args.model_name_or_path, *args.save_to):
@@ -188,7 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = load_qa_tsv(args.unknown, require_answer=False)
     model, tokenizer = load_chargpt(args.model_name_or_path)
     raw = {"abstain_below": None}  # the model's own answers and scores, whatever it saved
-    asked_held = ask_all(model, tokenizer, list(held["question"]), args.batch_size, **raw)
+    asked_held = (asked_from_records(args.holdout_records, list(held["question"]), AnsweringSettings())
+                  if args.holdout_records else ask_all(model, tokenizer, list(held["question"]), args.batch_size,
+                                                       **raw))
     asked_unknown = ask_all(model, tokenizer, list(unknown["question"]), args.batch_size, **raw)
     gold = list(held["answer"])
     try:

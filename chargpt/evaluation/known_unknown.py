@@ -96,6 +96,9 @@ def build_parser():
     parser.add_argument("--known", required=True, help="questions with gold places about people it read (dev)")
     parser.add_argument("--unknown", required=True, help="questions about people it never read "
                         "(python -m data_scripts.unknown_people)")
+    parser.add_argument("--known_records", help="the records of an evaluation of this model on --known "
+                        "(evaluate_birthplace.py's PREDICTIONS.records.jsonl, answering as the model's saved "
+                        "setting does): read, not asked again; its saved calibration and threshold apply")
     parser.add_argument("--results_path", help="write the record (JSON) here")
     parser.add_argument("--label", default="", help="a name for the record")
     parser.add_argument("--reliability_plot", help="draw the reliability of the confidence shown on the known "
@@ -115,17 +118,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from chargpt.training.hardware import hardware
     from chargpt.training.outputs import check_not_input
     from data_scripts import load_qa_tsv
+    from modeling_chargpt.answering import AnsweringSettings
 
-    from .predict import ask_all
+    from .predict import ask_all, asked_from_records
 
     check_not_input({"--results_path": args.results_path, "--reliability_plot": args.reliability_plot},
-                    {"--model_name_or_path": args.model_name_or_path, "--known": args.known, "--unknown": args.unknown})
+                    {"--model_name_or_path": args.model_name_or_path, "--known": args.known, "--unknown": args.unknown,
+                     "--known_records": args.known_records})
     check_chargpt_folder(args.model_name_or_path)
     known = load_qa_tsv(args.known)
     unknown = load_qa_tsv(args.unknown, require_answer=False)
     model, tokenizer = load_chargpt(args.model_name_or_path)
     start = time.time()
-    asked_known = ask_all(model, tokenizer, list(known["question"]), args.batch_size)
+    if args.known_records:
+        settings = AnsweringSettings.of(model.config)
+        asked_known = asked_from_records(args.known_records, list(known["question"]), settings)
+    else:
+        asked_known = ask_all(model, tokenizer, list(known["question"]), args.batch_size)
     asked_unknown = ask_all(model, tokenizer, list(unknown["question"]), args.batch_size)
     summary = known_unknown_summary(asked_known, list(known["answer"]), asked_unknown)
     print("\n".join(describe(summary)))

@@ -3,6 +3,7 @@ metric (answering itself is `modeling_chargpt.answering`)."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from importlib.resources import as_file, files
@@ -55,4 +56,34 @@ def ask_all(model, tokenizer: CharTokenizer, questions: Sequence[str], batch_siz
     for i, out in zip(order, tqdm(outputs, total=len(questions), desc="answering", disable=not show_progress),
                       strict=True):
         results[i] = out
+    return results
+
+
+def asked_from_records(path: str | os.PathLike, questions: Sequence[str], settings: AnsweringSettings) -> list[dict]:
+    """What `ask_all` gives for `questions` at `settings`, read from the records of an evaluation
+    (evaluate_birthplace.py's PREDICTIONS.records.jsonl) of the same model answering the same way instead of asked
+    again: the answer, the name's familiarity, the whole output's log-probability (``output_logprob``) and raw
+    probability, and the confidence and abstention `settings` give them (its calibration and threshold, which may be
+    newer than the evaluation). Records of other questions, or unscored ones, are refused naming the file and line."""
+    from modeling_chargpt.calibration import Calibration, signals
+
+    from .record_files import read_records
+
+    records = read_records(path)
+    if len(records) != len(questions):
+        raise DataFileError(path, len(records), f"{len(records)} records for {len(questions)} questions")
+    calibration = Calibration.from_dict(settings.calibration) if settings.calibration else None
+    results = []
+    for line, (record, question) in enumerate(zip(records, questions, strict=True), start=1):
+        if record["question"] != question or record.get("logprob") is None or "name_score" not in record:
+            raise DataFileError(path, line, f"not a scored answer to {question!r}")
+        found = signals(record["name_score"], record["logprob"])
+        confidence = calibration.probability(**found) if calibration and found else None
+        probability = math.exp(record["logprob"])
+        sure = confidence if calibration else probability
+        results.append({"question": question, "answer": record["answer"], "confidence": confidence,
+                        "probability": probability, "name_score": record["name_score"],
+                        "output_logprob": record["logprob"],
+                        "abstained": settings.abstain_below is not None and sure is not None
+                        and sure < settings.abstain_below})
     return results

@@ -248,11 +248,13 @@ def commands(opts: argparse.Namespace) -> list[list[str]]:
                   str(chosen.parent / "abstention-final"), "--save_to", final],
                  # the confidence the final model shows and its "I don't know" (docs/confidence.md), then measured
                  [py, "-m", "chargpt.evaluation.calibrate", "--model_name_or_path", f"{chosen}-finetune", "--holdout",
-                  str(chosen.parent / "split" / "holdout.tsv"), "--unknown", unknown["fit"], "--save_to", final,
+                  str(chosen.parent / "split" / "holdout.tsv"), "--holdout_records",
+                  f"{chosen}.holdout.predictions.records.jsonl", "--unknown", unknown["fit"], "--save_to", final,
                   "--results_path", str(chosen.parent / "calibration.json"), *confidence_flags(opts.recipe)],
                  [py, "-m", "chargpt.evaluation.known_unknown", "--model_name_or_path", final, "--known",
-                  str(data / "birth_dev.tsv"), "--unknown", unknown["eval"], "--results_path",
-                  str(chosen.parent / "known_unknown.json")]]
+                  str(data / "birth_dev.tsv"), "--known_records",
+                  str(chosen.parent / "final.dev.predictions.records.jsonl"), "--unknown", unknown["eval"],
+                  "--results_path", str(chosen.parent / "known_unknown.json")]]
     for seed in seeds if opts.choose_final_questions else []:
         chosen = where["select"] / f"seed{seed}" / CHOSEN
         cmds.append([py, "-m", "chargpt.recipes.choose_final_questions", "--select_dir", str(chosen.parent),

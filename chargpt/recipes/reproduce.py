@@ -403,8 +403,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                                       finetune_flags)
         for seed in seeds:
             name = f"{position}-{attention}-seed{seed}"
-            stages = ("evaluate" if seed in finetuned else
-                      f"pretrain -> finetune -> evaluate (progress: {out / name}-*.log)")
+            stages = ("evaluate" if seed in finetuned else "pretrain" if opts.pretrain_only else
+                      "pretrain -> finetune -> evaluate")
+            stages += "" if seed in finetuned else f" (progress: {out / name}-*.log)"
             print(f"[{opts.recipe}] {name}: {stages}", flush=True)
             shape = [*variant, "--seed", str(seed), "--disable_tqdm", "True"]
             pre_dir, t_pre, resumed = together.get(seed, (out / f"{name}-pretrain", None, {}))
