@@ -533,7 +533,7 @@ def test_span_corruption_epochs_table_puts_each_pretraining_length_on_one_row(tm
 
 
 def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pretraining(tmp_path):
-    """faithful_h100_fast_path.json: the README's recite-after-faithful-pretraining row, the results table's stages
+    """faithful_h100_fast_path.json: the summary's recite-after-faithful-pretraining row, the results table's stages
     (the chosen rate in bold) and the GPU table's measured whole pretraining follow the JSON; the benchmark table
     names each call's GPU."""
 
@@ -542,8 +542,8 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
 
     reference, recite = fast_rows(Results())
     assert recite["hardware"] == "1 H100, fp32"
-    assert [line.split(" | ")[1] for line in front_rows(Results()) if "then recite" in line] == [
-        "81.0%, 1 seed"]  # the recite row on the front page, not the reference finetuning's
+    assert recite["dev"] == "**81.0% (405/500)**, seed 0"  # the summary's recite row (no longer on the front page,
+    assert not [line for line in front_rows(Results()) if "then recite" in line]  # which make best's row took)
     shutil.copytree(RESULTS, tmp_path / "results", ignore=shutil.ignore_patterns("predictions"))
     data = json.loads((RESULTS / "faithful_h100_fast_path.json").read_text())
     stage = {rec["facts"]["part"]: rec for rec in data["records"]}  # the chosen point's own record moves too
@@ -555,7 +555,6 @@ def test_the_fast_path_run_gives_the_readme_its_recite_row_and_its_measured_pret
     reference, recite = fast_rows(edited)
     assert recite["dev"] == "**88.8% (444/500)**, seed 0" and "lr 1.5e-4" in recite["recipe"]
     assert recite["wall"].startswith("5.0 + ") and reference["wall"].startswith("5.0 + ")
-    assert any("| 88.8%, 1 seed |" in line for line in front_rows(edited))
     stages = TABLES["faithful-fast-path"](edited)
     assert "| **59.0% (236/400)** (chosen) |" in stages and "**76.8% (307/400)** (chosen)" not in stages
     assert "**299 s** in the loop" in TABLES["readme-gpu"](edited)

@@ -946,3 +946,10 @@ def test_rate_zero_is_no_finetuning_and_needs_a_reciting_pretrained_model(tmp_pa
     with pytest.raises(SystemExit, match="not pretrained on recitation rows"):
         select.as_answering(plain, tmp_path / "out", ["--answer_from_recitation", "True"])
     assert not (tmp_path / "out").exists()
+    reciting = tmp_path / "reciting"  # a preset's answering, as evaluate_birthplace.py --preset resolves it
+    CharGPTConfig(vocab_size=8, block_size=16, n_layer=1, n_head=1, n_embd=8, answer_format="recite").save_pretrained(
+        reciting)
+    saved = select.as_answering(reciting, tmp_path / "out", ["--preset", "best-fast", "--recitation_beams", "2"])
+    answering = json.loads((saved / "config.json").read_text())["answering"]
+    assert answering["answer_from_recitation"] and answering["birth_before_death"] and answering[
+        "recitation_beams"] == 2

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import evaluate_birthplace
 from chargpt.recipes.reproduce import check_stage_flags, evaluate, finetune_command, run
-from chargpt.training.cli import command_line
+from chargpt.training.cli import command_line, parse_args
 from chargpt.training.export import save_answering
 from chargpt.training.files import atomic_write_json
 from chargpt.training.outputs import UsageError, check_not_input
@@ -81,7 +81,7 @@ def as_answering(model: Path, out_dir: Path, judged: list[str]) -> Path:
     if config.answer_format != "recite":
         sys.exit(f"--learning_rates 0: {model} was not pretrained on recitation rows (answer_format "
                  f"{config.answer_format!r}), so it cannot answer without finetuning")
-    _, decoding = evaluate_birthplace.build_parser().parse_args_into_dataclasses(["--eval_corpus_path", "-", *judged])
+    _, decoding = parse_args(evaluate_birthplace.build_parser(), ["--eval_corpus_path", "-", *judged], stage="evaluate")
     chosen = {name: getattr(decoding, name) for name in DECODING_CHOICES}
     settings = AnsweringSettings.of(config).choosing(**chosen)
     try:
