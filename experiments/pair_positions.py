@@ -2,7 +2,8 @@
 joined by a comma ("Perth, Scotland", "Moulins, France"), the first of the pair or the second, what `--first_of_pair`
 answers by (modeling_chargpt/answering.py:pair_first); when the line has a death date after a capitalized word
 ("1898 Kiev - 25 April 1931 Paris"), before that date or after it, what `--birth_before_death` answers by
-(answering.py:death_mark). Reads files only.
+(answering.py:death_mark); when the line has a birth mark ("born 1975 in Thessaloniki", "b. 8 August 1898, Algiers"),
+right after it or elsewhere, what `--after_born` answers by (answering.py:birth_place_at). Reads files only.
 
     python experiments/pair_positions.py --data_dir ../shared/data [--questions birth_places_train.tsv]
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from miss_split import Question, read_questions
 
 from data_scripts import DataFileError
-from modeling_chargpt.answering import WORD, death_mark, pair_first
+from modeling_chargpt.answering import WORD, birth_place_at, death_mark, pair_first
 
 _NEXT = re.compile(r", [A-Z]")
 
@@ -43,10 +44,19 @@ def death_position(question: Question) -> str | None:
     return "before_death" if at[1] <= mark else "after_death"
 
 
+def born_position(question: Question) -> str | None:
+    """'after_born' where the line has a birth mark (`birth_place_at`) and the word right after it is the place,
+    'not_after_born' where it has one and that word is not; None where it has none."""
+    at = birth_place_at(question.line, len(question.name), set(WORD.findall(question.name)))
+    if at is None:
+        return None
+    return "after_born" if WORD.match(question.line, at)[0] == question.gold else "not_after_born"
+
+
 def count(questions: list[Question]) -> dict[str, int]:
-    positions = [position(q) for q in questions] + [death_position(q) for q in questions]
-    return {"questions": len(questions), **{where: positions.count(where)
-                                            for where in ("first", "second", "before_death", "after_death")}}
+    positions = [where(q) for where in (position, death_position, born_position) for q in questions]
+    return {"questions": len(questions), **{where: positions.count(where) for where in (
+        "first", "second", "before_death", "after_death", "after_born", "not_after_born")}}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,10 @@ saved beside a finetuned model, imports it relatively and answers where this pac
 - with ``first_of_pair``, a chosen span that is the second of a pair of capitalized words joined by a comma gives way
   to the first ("Perth, Scotland": Perth), as the training answers nearly always do (`pair_first`);
 - with ``birth_before_death``, a chosen span after a death date ("Kiev - 25 April 1931 Paris") gives way to the most
-  probable span before it, as the training answers nearly always are (`death_mark`).
+  probable span before it, as the training answers nearly always are (`death_mark`);
+- with ``after_born``, the most probable span starting right after a birth mark ("(born 1975 in Thessaloniki) is a
+  Greek": Thessaloniki) is the answer wherever the model would stop, as the training answers nearly always are
+  (`birth_place_at`).
 """
 
 from __future__ import annotations
@@ -380,6 +383,7 @@ def answer_from_recitation(
     skip_name_words: bool = False,
     first_of_pair: bool = False,
     birth_before_death: bool = False,
+    after_born: bool = False,
 ) -> tuple[list[str], list[str | None]]:
     """(recitation cut after the chosen span, span) per question: the span of the model's own recitation whose whole
     output ``recitation[:end] MASK span MASK`` it finds most probable, spans shorter than `max_chars` (the longest
@@ -389,7 +393,9 @@ def answer_from_recitation(
     recitation stays whole and the span is None: the caller answers those the usual way. With `skip_name_words`, a
     span whose words are all words of the name is no candidate; with `first_of_pair`, the chosen span gives way to
     the first word of its pair (`pair_first`); with `birth_before_death`, a chosen span after a death date
-    (`death_mark`) gives way to the most probable span before it, where there is one."""
+    (`death_mark`) gives way to the most probable span before it, where there is one; with `after_born`, the most
+    probable span that starts right after a birth mark (`birth_place_at`: "born 1975 in Thessaloniki") is the answer
+    wherever there is one, before `first_of_pair` applies."""
     rows, owners = [], []
     continuations = continuations or [""] * len(recitations)
     texts = [recitation + more for recitation, more in zip(recitations, continuations, strict=True)]
@@ -416,6 +422,12 @@ def answer_from_recitation(
             before = [c for c in candidates[i] if c[2] <= mark] if mark is not None and end - len(span) >= mark else []
             if before:
                 best[i] = max(before, key=lambda c: c[0])
+    if after_born:
+        for i in best:
+            at = birth_place_at(texts[i], len(names[i]), set(WORD.findall(names[i])))
+            there = [c for c in candidates[i] if c[2] - len(c[1]) == at]
+            if there:
+                best[i] = max(there, key=lambda c: c[0])
     if first_of_pair:
         for i, (logprob, span, end) in best.items():
             best[i] = (logprob, *pair_first(texts[i], span, end, len(names[i]), name_words[i]))
@@ -447,6 +459,29 @@ _MONTH = r"(?:January|February|March|April|May|June|July|August|September|Octobe
 _DEATH = re.compile(r"\b([A-Z][\w'.-]*\w|[A-Z])\)?[,;]?\s+(?:--?|\u2013|\u2014|died|d\.?)\s+(?:(?:died|d\.?)\s+)?"
                     rf"(?:\d|{_MONTH}\b)")
 _NOT_PLACES = re.compile(rf"{_MONTH}|Born")
+
+
+_DATE_WORD = rf"(?:c\.|circa|{_MONTH}|\d[\d./-]*(?:st|nd|rd|th)?)"  # "c.", "May", "22", "3-11-1920", "1st"
+_DATE = rf"(?:(?:on|,|;|{_DATE_WORD})\s*)*"
+# "born", "Born" or "b.", then a date ended by "in" or "at", or a date alone; the place starts where the match ends:
+# "born in Raleigh", "born May 22, 1985 in Saint-Denis", "(born 1965 Vietnam)", "(b. 8 August 1898, Algiers"
+_BORN = re.compile(rf"\b(?:[Bb]orn|b\.)\s+(?:{_DATE}(?:in|at)\s+(?:the\s+)?|{_DATE_WORD}[\s,;]+{_DATE})(?=\w)")
+
+
+def birth_place_at(text: str, start: int = 0, not_words: set[str] | frozenset = frozenset()) -> int | None:
+    """Where the word after the first birth mark of `text[start:]` starts ("born in Raleigh", "(born 1975 in
+    Thessaloniki", "(b. 8 August 1898, Algiers": there), when it is capitalized and not a month, "Born" or one of
+    `not_words`; None elsewhere, and where the mark is followed by no date and no "in" or "at" ("born Walter
+    Stocker", "born to a Slovene family"). In the training lines such a word is nearly always the answer
+    (experiments/pair_positions.py), but a model that recites on past it ("... in Thessaloniki) is a Greek") may
+    find a later stop more probable."""
+    mark = _BORN.search(text, start)
+    if mark is None:
+        return None
+    word = WORD.match(text, mark.end())
+    if word is None or not word[0][0].isupper() or word[0] in not_words or _NOT_PLACES.fullmatch(word[0]):
+        return None
+    return mark.end()
 
 
 def death_mark(text: str, start: int = 0, not_words: set[str] | frozenset = frozenset()) -> int | None:
@@ -570,7 +605,7 @@ def _decoding(default: bool, help: str):
 
 
 # the choices that only change span answers (--answer_from_recitation True)
-SPAN_ONLY = ("continue_recitation", "skip_name_words", "first_of_pair", "birth_before_death")
+SPAN_ONLY = ("continue_recitation", "skip_name_words", "first_of_pair", "birth_before_death", "after_born")
 
 
 @dataclass(frozen=True)
@@ -605,6 +640,10 @@ class AnsweringSettings:
         "With --answer_from_recitation: where the chosen span comes after a death date ('1898 Kiev - 25 April 1931 "
         "Paris', 'Sheffield; died 1 December 1864 at Nottingham'), the most probable span before that date is the "
         "answer, as it nearly always is in the training answers."))
+    after_born: bool = _decoding(False, (
+        "With --answer_from_recitation: where the recitation has a birth mark ('born in Raleigh', 'born 1975 in "
+        "Thessaloniki', 'b. 8 August 1898, Algiers'), the most probable span starting right after it is the answer, "
+        "as it nearly always is in the training answers, wherever the model would stop."))
     max_new_tokens: int = 32
     abstain_below: float | None = None
     abstention: dict | None = None
@@ -738,7 +777,8 @@ def answer_questions(
                                           batch_size=batch_size, show_progress=show_progress, continuations=more,
                                           skip_name_words=settings.skip_name_words,
                                           first_of_pair=settings.first_of_pair,
-                                          birth_before_death=settings.birth_before_death)
+                                          birth_before_death=settings.birth_before_death,
+                                          after_born=settings.after_born)
 
         cut, spans = spans_of(names, recitations)
         if settings.skip_name_words:  # recitations stopped at the name: answered from what the model would go on with

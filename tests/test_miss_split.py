@@ -66,18 +66,20 @@ def test_kinds_and_misses_are_counted_per_model(tmp_path, capsys):
 
 
 def test_pair_positions_counts_places_by_their_comma_pair_and_death_date(tmp_path, capsys):
-    """experiments/pair_positions.py: what --first_of_pair and --birth_before_death answer by, counted over a question
-    file."""
+    """experiments/pair_positions.py: what --first_of_pair, --birth_before_death and --after_born answer by, counted
+    over a question file."""
     positions = load("experiments/pair_positions.py")
     (tmp_path / "wiki.txt").write_text("\n".join([
         "Ann Lee. Ann Lee was born in Perth, Scotland.", "Bo Kim. Bo Kim was born in Moulins, France.",
         "Cy Doe. Cy Doe was born in Oslo, 1950.", "Di Ray. Di Ray was a sailor.",
-        "Ed Fox. Ed Fox (1898 Kiev - 25 April 1931 Paris).", "Gil Hu. Gil Hu (1898 Kiev - 25 April 1931 Paris)."]))
+        "Ed Fox. Ed Fox (1898 Kiev - 25 April 1931 Paris).", "Gil Hu. Gil Hu (1898 Kiev - 25 April 1931 Paris).",
+        "Hal Ng. Hal Ng (born 1975 in Rome) is an actor.", "Ida Wu. Ida Wu (born 1975 in Rome) is an actor."]))
     (tmp_path / "birth_places_train.tsv").write_text("Where was Ann Lee born?\tPerth\nWhere was Bo Kim born?\tFrance\n"
                                                      "Where was Cy Doe born?\tOslo\nWhere was Di Ray born?\tLima\n"
-                                                     "Where was Ed Fox born?\tKiev\nWhere was Gil Hu born?\tParis\n")
+                                                     "Where was Ed Fox born?\tKiev\nWhere was Gil Hu born?\tParis\n"
+                                                     "Where was Hal Ng born?\tRome\nWhere was Ida Wu born?\tItaly\n")
     positions.main(["--data_dir", str(tmp_path)])
-    assert json.loads(capsys.readouterr().out) == {"questions": 6, "first": 1, "second": 1, "before_death": 1,
-                                                   "after_death": 1}
+    assert json.loads(capsys.readouterr().out) == {"questions": 8, "first": 1, "second": 1, "before_death": 1,
+                                                   "after_death": 1, "after_born": 3, "not_after_born": 2}
     with pytest.raises(SystemExit, match="birth_dev.tsv"):
         positions.main(["--data_dir", str(tmp_path), "--questions", "birth_dev.tsv"])

@@ -226,7 +226,7 @@ def test_a_decoding_choice_is_declared_once_in_answering_and_every_entry_point_o
     from modeling_chargpt import answering, pipeline_chargpt
 
     assert answering.DECODING_CHOICES == ("answer_from_recitation", "continue_recitation", "recitation_beams",
-                                          "first_of_pair", "skip_name_words", "birth_before_death")
+                                          "first_of_pair", "skip_name_words", "birth_before_death", "after_born")
     root = Path(__file__).resolve().parents[1]
     for script in (train_finetune, evaluate_birthplace):
         actions = {a.dest: a for a in script.build_parser()._actions}

@@ -20,6 +20,7 @@ from data_scripts import DataFileError, load_qa_tsv, recitation_dataset, recitat
 from modeling_chargpt import IGNORE_INDEX, MASK_CHAR, PAD_CHAR, CharGPTConfig, CharGPTForCausalLM, CharTokenizer
 from modeling_chargpt.answering import (
     answer_from_recitation,
+    birth_place_at,
     continue_recitations,
     death_mark,
     greedy_until_mask,
@@ -476,6 +477,49 @@ def test_birth_before_death_answers_the_best_span_before_a_death_date(monkeypatc
     assert answers(birth_before_death=True, first_of_pair=True)[1] == ["Oslo", "Paris", "Oslo"]
     with pytest.raises(QuestionError, match="--birth_before_death True only changes --answer_from_recitation True"):
         AnsweringSettings(answer_format="recite", birth_before_death=True).check()
+
+
+def test_after_born_answers_the_best_span_right_after_a_birth_mark(monkeypatch):
+    """--after_born: where the recitation has "born", "Born" or "b." followed by "in"/"at" or a date, the most probable
+    span starting at the next word is the answer wherever the model would stop; no date and no "in" ("born Walter
+    Stocker"), a lower-case word, a month or a word of the name is no such place, and --first_of_pair applies after."""
+    def place(text: str, name: str = "Ann Lee") -> str | None:
+        at = birth_place_at(text, len(name), {"Ann", "Lee"})
+        return None if at is None else text[at:].split()[0].strip(",)")
+    assert place("Ann Lee. Ann Lee (born 1975 in Thessaloniki) is a Greek actress") == "Thessaloniki"
+    assert place("Ann Lee. Born in Chattanooga, Lee received a JD") == "Chattanooga"
+    assert place("Ann Lee. Ann Lee (b. 8 August 1898, Algiers, French Algeria") == "Algiers"
+    assert place("Ann Lee. Ann Lee (born 1965 Vietnam) is an American writer") == "Vietnam"
+    assert place("Ann Lee. Ann Lee (born 3-11-1920 Honolulu, Hawaii") == "Honolulu"
+    assert place("Ann Lee. Ann Lee was born on 5 May 1900 at Sheffield") == "Sheffield"
+    assert place("Ann Lee. Ann Lee (born May 22, 1985 in Saint-Denis, France)") == "Saint-Denis"
+    for none in ("Ann Lee. Ann Lee (born Walter Stocker, 27 March 1953, London", "Ann Lee. Ann Lee (born 1 May 1900)",
+                 "Ann Lee. Ann Lee was born to a Slovene family in Belgrade", "Ann Lee. Ann Lee was born in 1900",
+                 "Ann Lee. Ann Lee (born in Lee County", "Ann Lee. Ann Lee was a sailor", "Ann Lee. Jacob. 1900 Paris"):
+        assert place(none) is None, none
+
+    from modeling_chargpt import answering
+    from modeling_chargpt.answering import AnsweringSettings, AnswerScore, QuestionError
+
+    def last_wins(model, tokenizer, rows, *args):  # a model that prefers the span ending last, then the shortest
+        masks = [list(ids).index(tokenizer.mask_token_id) for ids, _ in rows]
+        return [AnswerScore(at - (len(ids) - at) / 100, 1.0) for (ids, _), at in zip(rows, masks, strict=True)]
+
+    monkeypatch.setattr(answering, "score_rows", last_wins)
+    recitations = ["Bo Ek. Bo Ek (born 1975 in Oslo) is a Norwegian", "Bo Ek. Bo Ek was born in New York, USA",
+                   "Bo Ek. Bo Ek is a Norwegian painter"]
+    tokenizer = CharTokenizer.from_corpus("\n".join(recitations))
+    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
+                                             n_embd=16, answer_format="recite"))
+    def answers(**rules):
+        return answer_from_recitation(model, tokenizer, ["Bo Ek"] * 3, recitations, show_progress=False, **rules)
+    assert answers()[1] == ["Norwegian", "USA", "painter"]
+    assert answers(first_of_pair=True)[1] == ["Norwegian", "York", "painter"]
+    assert answers(after_born=True) == (["Bo Ek. Bo Ek (born 1975 in Oslo", "Bo Ek. Bo Ek was born in New York",
+                                         recitations[2]], ["Oslo", "New York", "painter"])
+    assert answers(after_born=True, first_of_pair=True)[1] == ["Oslo", "New York", "painter"]
+    with pytest.raises(QuestionError, match="--after_born True only changes --answer_from_recitation True"):
+        AnsweringSettings(answer_format="recite", after_born=True).check()
 
 
 def test_a_cut_recitation_is_continued_without_mask_and_its_spans_compete():

@@ -18,7 +18,8 @@ CARD = "README.md"
 EVALUATED = "## Evaluation"
 ANSWERS = "## How it answers"
 RULES = {"skip_name_words": "never a word of the asked name", "first_of_pair": 'of "Perth, Scotland", Perth',
-         "birth_before_death": "the place before a death date"}  # answering.py's span rules, for a reader
+         "birth_before_death": "the place before a death date",
+         "after_born": 'of "born 1975 in Athens", Athens'}  # answering.py's span rules, for a reader
 TAGS = ["chargpt", "cs224n", "character-level", "birthplace-qa"]
 PIPELINE_TAG = "question-answering"  # what the model does, among the Hub's tags (its own task is birthplace-qa)
 # What a model folder holds besides the model: resumable state, logs, snapshots and temporary folders stay local
