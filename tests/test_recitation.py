@@ -439,6 +439,24 @@ def test_first_of_pair_answers_the_first_of_a_comma_pair_of_capitalized_words(mo
                                                           ["Oslo", "Oslo"])
 
 
+def last_span_wins(monkeypatch, name: str, recitations: list[str]):
+    """`answer_from_recitation(**rules)` over `recitations` of `name` with a stand-in model whose scores prefer the
+    span ending last, then the shortest: what each rule changes shows against a known choice."""
+    from modeling_chargpt import answering
+    from modeling_chargpt.answering import AnswerScore
+
+    def last_wins(model, tokenizer, rows, *args):
+        masks = [list(ids).index(tokenizer.mask_token_id) for ids, _ in rows]
+        return [AnswerScore(at - (len(ids) - at) / 100, 1.0) for (ids, _), at in zip(rows, masks, strict=True)]
+
+    monkeypatch.setattr(answering, "score_rows", last_wins)
+    tokenizer = CharTokenizer.from_corpus("\n".join(recitations))
+    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
+                                             n_embd=16, answer_format="recite"))
+    return lambda **rules: answer_from_recitation(model, tokenizer, [name] * len(recitations), recitations,
+                                                  show_progress=False, **rules)
+
+
 def test_birth_before_death_answers_the_best_span_before_a_death_date(monkeypatch):
     """--birth_before_death: a chosen span after a death date (a capitalized word, then a dash, "died" or "d" and a
     date) gives way to the most probable span before that date; a month, "Born" or a word of the name is not such a
@@ -456,21 +474,11 @@ def test_birth_before_death_answers_the_best_span_before_a_death_date(monkeypatc
                  "Ann Lee. Ann Lee (Paris-1900)"):
         assert mark(none) is None, none
 
-    from modeling_chargpt import answering
-    from modeling_chargpt.answering import AnsweringSettings, AnswerScore, QuestionError
+    from modeling_chargpt.answering import AnsweringSettings, QuestionError
 
-    def last_wins(model, tokenizer, rows, *args):  # a model that prefers the span ending last, then the shortest
-        masks = [list(ids).index(tokenizer.mask_token_id) for ids, _ in rows]
-        return [AnswerScore(at - (len(ids) - at) / 100, 1.0) for (ids, _), at in zip(rows, masks, strict=True)]
-
-    monkeypatch.setattr(answering, "score_rows", last_wins)
     recitations = ["Bo Ek. Bo Ek (1898 Oslo, Norway - 25 May 1931 Paris", "Bo Ek. Bo Ek - 25 May 1931 Paris",
                    "Bo Ek. Bo Ek was born in Oslo"]
-    tokenizer = CharTokenizer.from_corpus("\n".join(recitations))
-    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
-                                             n_embd=16, answer_format="recite"))
-    def answers(**rules):
-        return answer_from_recitation(model, tokenizer, ["Bo Ek"] * 3, recitations, show_progress=False, **rules)
+    answers = last_span_wins(monkeypatch, "Bo Ek", recitations)
     assert answers() == (recitations, ["Paris", "Paris", "Oslo"])
     assert answers(birth_before_death=True) == (["Bo Ek. Bo Ek (1898 Oslo, Norway", *recitations[1:]],
                                                 ["Norway", "Paris", "Oslo"])
@@ -498,21 +506,11 @@ def test_after_born_answers_the_best_span_right_after_a_birth_mark(monkeypatch):
                  "Ann Lee. Ann Lee (born in Lee County", "Ann Lee. Ann Lee was a sailor", "Ann Lee. Jacob. 1900 Paris"):
         assert place(none) is None, none
 
-    from modeling_chargpt import answering
-    from modeling_chargpt.answering import AnsweringSettings, AnswerScore, QuestionError
+    from modeling_chargpt.answering import AnsweringSettings, QuestionError
 
-    def last_wins(model, tokenizer, rows, *args):  # a model that prefers the span ending last, then the shortest
-        masks = [list(ids).index(tokenizer.mask_token_id) for ids, _ in rows]
-        return [AnswerScore(at - (len(ids) - at) / 100, 1.0) for (ids, _), at in zip(rows, masks, strict=True)]
-
-    monkeypatch.setattr(answering, "score_rows", last_wins)
     recitations = ["Bo Ek. Bo Ek (born 1975 in Oslo) is a Norwegian", "Bo Ek. Bo Ek was born in New York, USA",
                    "Bo Ek. Bo Ek is a Norwegian painter"]
-    tokenizer = CharTokenizer.from_corpus("\n".join(recitations))
-    model = CharGPTForCausalLM(CharGPTConfig(vocab_size=tokenizer.vocab_size, block_size=96, n_layer=1, n_head=2,
-                                             n_embd=16, answer_format="recite"))
-    def answers(**rules):
-        return answer_from_recitation(model, tokenizer, ["Bo Ek"] * 3, recitations, show_progress=False, **rules)
+    answers = last_span_wins(monkeypatch, "Bo Ek", recitations)
     assert answers()[1] == ["Norwegian", "USA", "painter"]
     assert answers(first_of_pair=True)[1] == ["Norwegian", "York", "painter"]
     assert answers(after_born=True) == (["Bo Ek. Bo Ek (born 1975 in Oslo", "Bo Ek. Bo Ek was born in New York",
