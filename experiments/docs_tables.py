@@ -142,6 +142,7 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "family": lambda text: short_hardware(text) + (f", family {found[1]}" if (found := re.search(r"family (\d+)", text))
                                                     else ""),  # two EPYC generations: family 26 steps ~1.5x as fast
     "machine": lambda text: re.sub(r", (no )?AMX$", "", short_hardware(text)),  # '2 CPU cores', '1 H100'
+    "block": lambda size: "" if size == 160 else f", block {size}",  # best-fast's rows at another block than best's
     "cpu": lambda text: "2 Intel Xeon cores" if "2 cores of an Intel Xeon" in text else FORMATS["machine"](text),
 }
 
