@@ -26,7 +26,7 @@ recite:          ## a recipe of chargpt/recipes/ that chooses its finetuning rat
 		$(if $(SPAN),--answer_from_recitation) $(if $(CONTINUE),--continue_recitation) \
 		$(if $(CHOOSE),--choose_final_questions) $(if $(RESUME),--resume)
 
-best:            ## chargpt/recipes/best-fast.yaml step by step (the reference size, 12 epochs, no finetuning; one rope seed end to end on 2 CPU cores: see docs/results-recitation.md); RECIPE=best runs the 50-epoch recipe with its rate's choice: make best DATA=dir [SEEDS=0,1,2] [RECIPE=best] [VARIANT=learned] [EPOCHS=12] [RESUME=1]
+best:            ## chargpt/recipes/best-fast.yaml step by step (the reference size, 12 epochs or 24 with VARIANT=learned, no finetuning; one rope seed end to end on 2 CPU cores: see docs/results-recitation.md); RECIPE=best runs the 50-epoch recipe with its rate's choice: make best DATA=dir [SEEDS=0,1,2] [RECIPE=best] [VARIANT=learned] [EPOCHS=12] [RESUME=1]
 	$(MAKE) recite RECIPE=$(if $(filter command line,$(origin RECIPE)),$(RECIPE),best-fast) RECITE_OUT=$(or $(RECITE_OUT),out/best)
 
 lint:            ## ruff, as CI runs it
