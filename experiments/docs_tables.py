@@ -144,6 +144,7 @@ FORMATS: dict[str, Callable] = {  # a template's named formats: '{scores[dev]:sc
     "machine": lambda text: re.sub(r", (no )?AMX$", "", short_hardware(text)),  # '2 CPU cores', '1 H100'
     "block": lambda size: "" if size == 160 else f", block {size}",  # best-fast's rows at another block than best's
     "cpu": lambda text: "2 Intel Xeon cores" if "2 cores of an Intel Xeon" in text else FORMATS["machine"](text),
+    "cpus": lambda texts: " / ".join(dict.fromkeys(FORMATS["cpu"](t) for t in texts)),  # each machine, once
 }
 
 

@@ -426,14 +426,14 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
     def dev(seeds: list[float]) -> str:
         return docs_tables.spread(seeds) + f", {len(seeds)} seeds" if len(seeds) > 1 else f"{seeds[0]:.1f}%, 1 seed"
 
-    # the front page: rope at the preset's 50 epochs, learned at 100; docs/results.md: every group, the JSON's order
+    # the front page: rope at the preset's 50 epochs (make best's rows stand for learned positions); docs/results.md:
+    # every group, the JSON's order
     link = "| [`--preset best`](docs/reproduce.md#--preset-best)"
     flops = {rec["name"]: rec["facts"]["pretrain_flops"]
              for rec in json.loads((RESULTS / "pretraining_flops.json").read_text())["records"]}
     assert [line.split(" | ")[:3] for line in best] == [
         [f"{link}, {variant}, {epochs} epochs", dev(groups[variant, epochs]),
-         f"{flops[f'--preset best, {variant}, {epochs} epochs']:.2g}"] for variant, epochs in (("rope", 50),
-                                                                                               ("learned", 100))]
+         f"{flops[f'--preset best, {variant}, {epochs} epochs']:.2g}"] for variant, epochs in (("rope", 50),)]
     assert [(r["variant"], re.search(r"\((\d+) epochs", r["recipe"])[1]) for r in best_rows] == [
         (f"{variant}, 4 layers × 256 dims (**the reference size**)", str(epochs)) for variant, epochs in groups]
     assert all(r["dev"].startswith(dev(seeds).split(", ")[0])
@@ -444,6 +444,30 @@ def test_the_reference_size_rows_come_from_their_own_json_seeds_of_one_budget_in
     assert sorted(stale(DOCS, edited)) == ["docs/results-recitation.md: table recitation-chars-reference",
                                            "docs/results-recitation.md: table reference-size",
                                            "docs/results.md: table summary"]  # the 112 cut's table shows seed 0
+
+
+def test_the_front_page_shows_make_best_per_positions_within_the_compute_it_claims():
+    """make best's rows: rope and learned positions, each at its recipe's epochs (best-fast.yaml, learned positions
+    by pretrain_by_position) with the records' mean; rope in a third of --preset best's pretraining FLOPs, learned
+    within them."""
+    fast = [r for r in json.loads((RESULTS / "best_fast_cpu.json").read_text())["records"]
+            if r["facts"]["block_size"] == 160]
+    recipe = recipes.load("best-fast")
+    epochs = {"rope": recipe["pretrain"]["num_train_epochs"],
+              "learned": recipe["pretrain_by_position"]["learned"]["num_train_epochs"]}
+    flops = {rec["name"]: rec["facts"]["pretrain_flops"]
+             for rec in json.loads((RESULTS / "pretraining_flops.json").read_text())["records"]}
+    preset_best = flops["--preset best, rope, 50 epochs"]
+    rows = [line.split(" | ") for line in front_rows(Results()) if line.startswith("| [`make best`")]
+    cost = {}
+    assert [row[0].rsplit(", ", 2)[1:] for row in rows] == [[v, f"{e} epochs"] for v, e in epochs.items()]
+    for row, (variant, want) in zip(rows, epochs.items(), strict=True):
+        seeds = [r for r in fast if r["variant"] == variant and r["facts"]["epochs"] == want]
+        dev = [r["scores"]["dev"]["accuracy"] for r in seeds]
+        assert row[1] == f"{docs_tables.spread(dev)}, {len(dev)} seeds"
+        assert {f"{r['facts']['pretrain_flops']:.2g}" for r in seeds} == {row[2]}
+        cost[variant] = max(r["facts"]["pretrain_flops"] for r in seeds)
+    assert cost["rope"] <= preset_best / 3 and cost["learned"] <= preset_best
 
 
 def test_the_presets_table_shows_what_best_needs_and_how_its_models_answer():
